@@ -1,0 +1,66 @@
+"""Run settings shared by the engine, the CLI and the app."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+Schedule = Literal["constant", "adaptive"]
+DrafterName = Literal["model", "ngram"]
+
+MAX_NEW_TOKENS_LIMIT = 1024
+GAMMA_LIMIT = 32
+
+
+class ConfigError(ValueError):
+    """A setting a user can get wrong; the message says which and what is allowed."""
+
+
+@dataclass(frozen=True)
+class SpecConfig:
+    gamma: int = 5                   # draft length (the start value under the adaptive schedule)
+    schedule: Schedule = "constant"
+    gamma_max: int = 12              # ceiling of the adaptive schedule
+    draft_confidence: float = 0.0    # stop drafting when the draft's top probability falls below this
+    temperature: float = 0.0         # 0 means greedy
+    top_k: int = 0                   # 0 means off
+    top_p: float = 1.0               # 1 means off
+    seed: int = 0
+    max_new_tokens: int = 64
+    drafter: DrafterName = "model"
+    ngram_size: int = 3              # longest n-gram the prompt-lookup drafter matches
+    record_top: int = 8              # how many top tokens of p, q and the residual each event keeps
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    def validate(self) -> "SpecConfig":
+        if not 1 <= self.gamma <= GAMMA_LIMIT:
+            raise ConfigError(f"gamma must be between 1 and {GAMMA_LIMIT}, got {self.gamma}")
+        if self.schedule not in ("constant", "adaptive"):
+            raise ConfigError(f"schedule must be 'constant' or 'adaptive', got {self.schedule!r}")
+        if not self.gamma <= self.gamma_max <= GAMMA_LIMIT:
+            raise ConfigError(f"gamma_max must be between gamma ({self.gamma}) and {GAMMA_LIMIT}, got {self.gamma_max}")
+        if not 0.0 <= self.draft_confidence < 1.0:
+            raise ConfigError(f"draft confidence threshold must be in [0, 1), got {self.draft_confidence}")
+        if not self.temperature >= 0.0:  # also catches NaN
+            raise ConfigError(f"temperature must be >= 0, got {self.temperature}")
+        if self.top_k < 0:
+            raise ConfigError(f"top-k must be >= 0 (0 turns it off), got {self.top_k}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ConfigError(f"top-p must be in (0, 1], got {self.top_p}")
+        if not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS_LIMIT:
+            raise ConfigError(f"max new tokens must be between 1 and {MAX_NEW_TOKENS_LIMIT}, got {self.max_new_tokens}")
+        if self.drafter not in ("model", "ngram"):
+            raise ConfigError(f"drafter must be 'model' or 'ngram', got {self.drafter!r}")
+        if not 1 <= self.ngram_size <= 8:
+            raise ConfigError(f"n-gram size must be between 1 and 8, got {self.ngram_size}")
+        return self
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "SpecConfig":
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)

@@ -1,0 +1,318 @@
+"""Speculative decoding and its baseline, as generators of trace events.
+
+The engine knows token ids only. Per-run state (KV caches, the torch.Generator, the cancel flag)
+lives in the call; the shared models are never mutated. Notation: p = target, q = draft,
+gamma = draft length.
+
+One round, with committed tokens x (DESIGN.md):
+  1. draft   d_i ~ q_i = transform(draft logits | x, d_<i),  i = 1..gamma
+  2. verify  one target forward over [x_last, d_1..d_gamma] gives p_1..p_{gamma+1}
+  3. accept  d_i while u_i <= min(1, p_i(d_i) / q_i(d_i)); at the first rejection j draw from
+             norm(max(0, p_j - q_j)); if all are accepted draw a bonus token from p_{gamma+1}
+             (greedy: accept while d_i == argmax p_i; the correction or bonus is argmax p)
+  4. roll both KV caches back to the committed tokens (DynamicCache.crop)
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+
+import torch
+
+from .config import SpecConfig
+from .drafters import Draft, Drafter, ModelDrafter, NgramDrafter
+from .kvcache import CachedModel
+from .sampling import acceptance_ratio, build_warpers, probabilities, residual, sample
+from .trace import DraftedToken, Event, FinishReason, RoundEvent, RunSummary, TokenEvent, TokenProb
+
+
+class EngineError(RuntimeError):
+    """A run that cannot start with this pair and these settings."""
+
+
+def vocab_width(pair) -> int:
+    """Common width of p and q: the wider head; the narrower one's missing ids get probability 0."""
+    widths = [pair.target.config.get_text_config().vocab_size]
+    if pair.draft is not None:
+        widths.append(pair.draft.config.get_text_config().vocab_size)
+    return max(widths)
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for queued kernels so that a clock read measures the work, not its launch."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+def make_generator(device: torch.device, seed: int) -> torch.Generator:
+    generator = torch.Generator(device=device)
+    generator.manual_seed(seed)
+    return generator
+
+
+def make_drafter(pair, config: SpecConfig, width: int) -> Drafter:
+    if config.drafter == "ngram":
+        return NgramDrafter(config.ngram_size)
+    if pair.draft is None:
+        raise EngineError("this pair has no draft model: choose the n-gram drafter or load a draft model")
+    return ModelDrafter(pair.draft, width)
+
+
+def next_gamma(config: SpecConfig, gamma: int, drafted: int, accepted: int) -> int:
+    """Adaptive schedule: +2 after a round whose drafts were all accepted, -1 otherwise, within [1, gamma_max]."""
+    if config.schedule == "constant":
+        return config.gamma
+    if drafted > 0 and accepted == drafted:
+        return min(config.gamma_max, gamma + 2)
+    return max(1, gamma - 1)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    n_accepted: int
+    next_token: int
+    next_prob: float                  # probability of next_token under the distribution it came from
+    rejected: bool
+    u: list[float | None]             # draws used, one per checked position
+    ratios: list[float]               # min(1, p/q) per drafted token
+    residual_row: torch.Tensor | None # norm(max(0, p_j - q_j)) at the rejection
+
+
+def verify(p: torch.Tensor, draft: Draft, generator: torch.Generator | None, greedy: bool) -> Verdict:
+    """Steps 3 of the round: accept a prefix of the draft, then resample or take the bonus token.
+
+    p: [n + 1, V] target probabilities at the n drafted positions and one more.
+    """
+    n = len(draft.ids)
+    ids = torch.tensor(draft.ids, dtype=torch.long, device=p.device)
+    rows = torch.arange(n, device=p.device)
+    p_of_d = p[rows, ids]
+    q_of_d = draft.q[rows, ids] if draft.q is not None else torch.ones_like(p_of_d)  # n-gram: point mass
+    ratios = acceptance_ratio(p_of_d, q_of_d).tolist()
+    if greedy:
+        matches = (p[:n].argmax(dim=-1) == ids).tolist()
+        draws: list[float | None] = [None] * n
+    else:
+        u = torch.rand(n, generator=generator, device=p.device).tolist()
+        matches = [u_i <= r_i for u_i, r_i in zip(u, ratios)]
+        draws = list(u)
+    n_accepted = next((i for i, ok in enumerate(matches) if not ok), n)
+    if n_accepted == n:  # bonus token from p_{n+1}
+        token = int(sample(p[n:n + 1], generator, greedy)[0])
+        return Verdict(n, token, float(p[n, token]), False, draws[:n], ratios, None)
+    j = n_accepted
+    q_j = draft.q[j] if draft.q is not None else torch.nn.functional.one_hot(ids[j], p.shape[-1]).to(p.dtype)
+    res = residual(p[j], q_j)
+    # Greedy: the correction is argmax p_j, the token the target alone would have produced.
+    if greedy:
+        token = int(p[j].argmax())
+        return Verdict(j, token, float(p[j, token]), True, draws[:j + 1], ratios, res)
+    token = int(sample(res[None], generator, False)[0])
+    return Verdict(j, token, float(res[token]), True, draws[:j + 1], ratios, res)
+
+
+def _top(probs: torch.Tensor, k: int, text: Callable[[int], str]) -> tuple[TokenProb, ...]:
+    values, indices = torch.topk(probs, min(k, probs.shape[-1]))
+    return tuple(TokenProb(int(i), text(int(i)), float(v)) for v, i in zip(values.tolist(), indices.tolist()))
+
+
+def _round_event(index, position, gamma, draft, p, verdict, appended, caches, timings, elapsed,
+                 config, text) -> RoundEvent:
+    """Turn one round into an event: plain numbers and text only."""
+    ids = draft.ids
+    rows = torch.arange(len(ids), device=p.device)
+    id_tensor = torch.tensor(ids, dtype=torch.long, device=p.device)
+    p_of_d = p[rows, id_tensor].tolist() if ids else []
+    q_of_d = draft.q[rows, id_tensor].tolist() if draft.q is not None and ids else [1.0] * len(ids)
+    drafted = []
+    for i, token in enumerate(ids):
+        verdict_i = "accepted" if i < verdict.n_accepted else ("rejected" if i == verdict.n_accepted else "unchecked")
+        u = verdict.u[i] if i < len(verdict.u) else None
+        drafted.append(DraftedToken(token, text(token), q_of_d[i], p_of_d[i], verdict.ratios[i], u, verdict_i))
+    at = verdict.n_accepted  # the rejection (or bonus) position
+    k = config.record_top
+    top_q = _top(draft.q[at], k, text) if verdict.rejected and draft.q is not None else ()
+    top_res = _top(verdict.residual_row, k, text) if verdict.residual_row is not None else ()
+    return RoundEvent(
+        index=index, position=position, gamma=gamma, drafted=tuple(drafted),
+        n_accepted=verdict.n_accepted, rejection_index=verdict.n_accepted if verdict.rejected else None,
+        next_token=TokenProb(verdict.next_token, text(verdict.next_token), verdict.next_prob),
+        next_source="resampled" if verdict.rejected else "bonus",
+        top_p=_top(p[at], k, text), top_q=top_q, top_residual=top_res, appended=tuple(appended),
+        target_cache_before=caches[0], target_cache_after=caches[1],
+        draft_cache_before=caches[2], draft_cache_after=caches[3],
+        draft_seconds=timings[0], verify_seconds=timings[1], draft_forwards=draft.forwards, elapsed=elapsed,
+    )
+
+
+def _cut_at_eos(tokens: list[int], eos: frozenset[int]) -> tuple[list[int], bool]:
+    for i, token in enumerate(tokens):
+        if token in eos:
+            return tokens[:i + 1], True
+    return tokens, False
+
+
+def _check_prompt(prompt_ids: list[int]) -> list[int]:
+    if not prompt_ids:
+        raise EngineError("the prompt is empty: type some text first")
+    return list(prompt_ids)
+
+
+@torch.inference_mode()
+def speculative_generate(pair, prompt_ids: list[int], config: SpecConfig,
+                         cancel: threading.Event | None = None) -> Iterator[Event]:
+    """Yield one RoundEvent per draft-and-verify round, then a RunSummary."""
+    config.validate()
+    committed = _check_prompt(prompt_ids)
+    prompt_length = len(committed)
+    device = pair.target.device
+    width = vocab_width(pair)
+    warpers = build_warpers(config)
+    generator = make_generator(device, config.seed)
+    drafter = make_drafter(pair, config, width)
+    target = CachedModel(pair.target, width)
+    text = pair.token_text
+    eos = pair.eos_ids
+
+    synchronize(device)
+    start = time.perf_counter()
+    # The prompt is processed once; its last token goes into the first verify.
+    if len(committed) > 1:
+        target.feed(committed[:-1])
+        drafter.prefill(committed[:-1])
+    synchronize(device)
+    prefill_seconds = time.perf_counter() - start
+
+    gamma = config.gamma
+    finish: FinishReason = "length"
+    totals = {"drafted": 0, "accepted": 0, "draft": 0.0, "verify": 0.0, "forwards": 0, "book": 0.0}
+    rounds = 0
+    while True:
+        produced = len(committed) - prompt_length
+        if produced >= config.max_new_tokens:
+            break
+        if cancel is not None and cancel.is_set():
+            finish = "cancelled"
+            break
+        caches_before = (target.length, drafter.cache_length)
+        # Never draft past the budget: accepted + the next token must fit.
+        draft_length = min(gamma, config.max_new_tokens - produced - 1)
+
+        t0 = time.perf_counter()
+        if draft_length > 0:
+            draft = drafter.propose(committed, draft_length, warpers, generator, config.greedy, config.draft_confidence)
+        else:
+            draft = Draft([], None, 0)
+        synchronize(device)
+        t1 = time.perf_counter()
+        logits = target.feed(target.pending(committed) + draft.ids, logits_to_keep=len(draft.ids) + 1)
+        p = probabilities(logits, warpers)                         # p_1..p_{n+1}
+        verdict = verify(p, draft, generator, config.greedy)
+        synchronize(device)
+        t2 = time.perf_counter()
+
+        appended = draft.ids[:verdict.n_accepted] + [verdict.next_token]
+        appended, hit_eos = _cut_at_eos(appended, eos)
+        committed.extend(appended)
+        target.rollback(committed)
+        drafter.rollback(committed)
+        t3 = time.perf_counter()
+        event = _round_event(
+            rounds, produced, draft_length, draft, p, verdict, appended,
+            (caches_before[0], target.length, caches_before[1], drafter.cache_length),
+            (t1 - t0, t2 - t1), t3 - start, config, text)
+        book = time.perf_counter() - t3
+        event = replace(event, bookkeeping_seconds=book)
+        rounds += 1
+        totals["drafted"] += len(draft.ids)
+        totals["accepted"] += verdict.n_accepted
+        totals["draft"] += t1 - t0
+        totals["verify"] += t2 - t1
+        totals["forwards"] += draft.forwards
+        totals["book"] += book
+        yield event
+        gamma = next_gamma(config, gamma, len(draft.ids), verdict.n_accepted)
+        if hit_eos:
+            finish = "eos"
+            break
+
+    seconds = time.perf_counter() - start
+    new_ids = committed[prompt_length:]
+    yield RunSummary(
+        method="speculative", token_ids=tuple(new_ids), text=pair.decode(new_ids), new_tokens=len(new_ids),
+        rounds=rounds, drafted=totals["drafted"], accepted=totals["accepted"],
+        acceptance_rate=totals["accepted"] / totals["drafted"] if totals["drafted"] else 0.0,
+        mean_accepted_per_round=totals["accepted"] / rounds if rounds else 0.0,
+        seconds=seconds, prefill_seconds=prefill_seconds,
+        tokens_per_second=_rate(len(new_ids), seconds - prefill_seconds), finish_reason=finish,
+        draft_seconds=totals["draft"], verify_seconds=totals["verify"], draft_forwards=totals["forwards"],
+        bookkeeping_seconds=totals["book"],
+    )
+
+
+def _rate(tokens: int, seconds: float) -> float:
+    """Decode rate: new tokens per second after the (equal for both methods) prompt prefill."""
+    return tokens / seconds if seconds > 0 else 0.0
+
+
+@torch.inference_mode()
+def autoregressive_generate(pair, prompt_ids: list[int], config: SpecConfig,
+                            cancel: threading.Event | None = None) -> Iterator[Event]:
+    """The baseline: the target alone, same transform, KV cache, one TokenEvent per token, then a RunSummary."""
+    config.validate()
+    committed = _check_prompt(prompt_ids)
+    prompt_length = len(committed)
+    device = pair.target.device
+    warpers = build_warpers(config)
+    generator = make_generator(device, config.seed)
+    target = CachedModel(pair.target, vocab_width(pair))
+    text = pair.token_text
+    eos = pair.eos_ids
+
+    synchronize(device)
+    start = time.perf_counter()
+    if len(committed) > 1:
+        target.feed(committed[:-1])
+    synchronize(device)
+    prefill_seconds = time.perf_counter() - start
+
+    finish: FinishReason = "length"
+    while len(committed) - prompt_length < config.max_new_tokens:
+        if cancel is not None and cancel.is_set():
+            finish = "cancelled"
+            break
+        t0 = time.perf_counter()
+        p = probabilities(target.feed(target.pending(committed)), warpers)
+        token = int(sample(p, generator, config.greedy)[0])
+        synchronize(device)
+        t1 = time.perf_counter()
+        committed.append(token)
+        yield TokenEvent(len(committed) - prompt_length - 1, TokenProb(token, text(token), float(p[0, token])),
+                         t1 - t0, t1 - start)
+        if token in eos:
+            finish = "eos"
+            break
+
+    seconds = time.perf_counter() - start
+    new_ids = committed[prompt_length:]
+    yield RunSummary(
+        method="autoregressive", token_ids=tuple(new_ids), text=pair.decode(new_ids), new_tokens=len(new_ids),
+        rounds=len(new_ids), drafted=0, accepted=0, acceptance_rate=0.0, mean_accepted_per_round=0.0,
+        seconds=seconds, prefill_seconds=prefill_seconds,
+        tokens_per_second=_rate(len(new_ids), seconds - prefill_seconds), finish_reason=finish,
+        verify_seconds=seconds - prefill_seconds,
+    )
+
+
+def run_to_end(events: Iterator[Event]) -> tuple[list, RunSummary]:
+    """Drain a generator: (the per-round or per-token events, the summary)."""
+    steps = []
+    for event in events:
+        if isinstance(event, RunSummary):
+            return steps, event
+        steps.append(event)
+    raise EngineError("the run ended without a summary")

@@ -1,0 +1,65 @@
+"""One whole run from text: encode, run speculative (and optionally the baseline), collect a Trace.
+
+The CLI and the app both call this; pages pass `on_event` to render rounds as they arrive.
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from .config import SpecConfig
+from .engine import autoregressive_generate, run_to_end, speculative_generate
+from .trace import Event, RoundEvent, RunSummary, TokenEvent, Trace
+
+MAX_PROMPT_CHARS = 8000
+MAX_PROMPT_TOKENS = 2048
+
+
+class PromptError(ValueError):
+    """An empty or over-long prompt."""
+
+
+def encode(pair, prompt: str, chat: bool = True) -> list[int]:
+    """Prompt text -> token ids (through the chat template when chat is True), with the limits checked."""
+    if not prompt or not prompt.strip():
+        raise PromptError("the prompt is empty: type some text first")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise PromptError(f"the prompt is {len(prompt)} characters long; the limit is {MAX_PROMPT_CHARS}")
+    ids = pair.encode_prompt(prompt, chat=chat)
+    if len(ids) > MAX_PROMPT_TOKENS:
+        raise PromptError(f"the prompt is {len(ids)} tokens long; the limit is {MAX_PROMPT_TOKENS}")
+    return ids
+
+
+def _drain(events, on_event: Callable[[Event], None] | None) -> tuple[list, RunSummary]:
+    steps: list = []
+    for event in events:
+        if on_event is not None:
+            on_event(event)
+        if isinstance(event, RunSummary):
+            return steps, event
+        steps.append(event)
+    raise RuntimeError("the run ended without a summary")
+
+
+def run_trace(pair, prompt: str, config: SpecConfig, *, chat: bool = True, baseline: bool = False,
+              cancel: threading.Event | None = None, on_event: Callable[[Event], None] | None = None,
+              prompt_ids: list[int] | None = None) -> Trace:
+    """Speculative run, then (if baseline) the target alone on the same prompt, one after the other."""
+    config.validate()
+    ids = prompt_ids if prompt_ids is not None else encode(pair, prompt, chat)
+    rounds, summary = _drain(speculative_generate(pair, ids, config, cancel), on_event)
+    tokens: list[TokenEvent] = []
+    base_summary = None
+    if baseline and summary.finish_reason != "cancelled":
+        tokens, base_summary = _drain(autoregressive_generate(pair, ids, config, cancel), on_event)
+    return Trace(config=config, pair=dict(pair.names), prompt=prompt, prompt_ids=tuple(ids),
+                 rounds=tuple(r for r in rounds if isinstance(r, RoundEvent)), summary=summary,
+                 baseline=tuple(tokens), baseline_summary=base_summary)
+
+
+def speedup(trace: Trace) -> float | None:
+    """Decode-rate ratio speculative / baseline, when the trace holds both."""
+    if trace.baseline_summary is None or trace.baseline_summary.tokens_per_second <= 0:
+        return None
+    return trace.summary.tokens_per_second / trace.baseline_summary.tokens_per_second

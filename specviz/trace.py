@@ -1,0 +1,187 @@
+"""Events the engine yields, and whole runs saved as versioned JSON.
+
+Every event is a frozen dataclass of plain values (ids, text, floats), so a page renders it and a
+trace replays it without any model loaded.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import IO, Any, Literal, Union
+
+from .config import SpecConfig
+
+TRACE_FORMAT = "specviz-trace"
+TRACE_VERSION = 1
+
+Verdict = Literal["accepted", "rejected", "unchecked"]  # unchecked: after the first rejection
+NextSource = Literal["resampled", "bonus"]
+FinishReason = Literal["eos", "length", "cancelled"]
+Method = Literal["speculative", "autoregressive"]
+
+
+class TraceError(ValueError):
+    """A trace file that is not ours, is from an unknown version, or is damaged."""
+
+
+@dataclass(frozen=True)
+class TokenProb:
+    id: int
+    text: str
+    prob: float
+
+
+@dataclass(frozen=True)
+class DraftedToken:
+    id: int
+    text: str
+    q: float              # q_i(d_i): the draft's probability of its own token (1.0 for the n-gram drafter)
+    p: float              # p_i(d_i): the target's probability of the same token
+    ratio: float          # min(1, p/q), the acceptance probability
+    u: float | None       # the uniform draw compared with ratio; None in greedy mode (argmax match)
+    verdict: Verdict
+
+
+@dataclass(frozen=True)
+class RoundEvent:
+    index: int                          # 0-based round number
+    position: int                       # new tokens committed before this round
+    gamma: int                          # draft length the schedule asked for
+    drafted: tuple[DraftedToken, ...]   # can be shorter than gamma (confidence stop, n-gram miss, budget)
+    n_accepted: int                     # length of the accepted prefix
+    rejection_index: int | None         # index into drafted of the first rejection, None if all accepted
+    next_token: TokenProb               # the resampled token (prob from the residual) or the bonus (prob from p)
+    next_source: NextSource
+    top_p: tuple[TokenProb, ...]        # top of p at the rejection (or bonus) position
+    top_q: tuple[TokenProb, ...]        # top of q there (empty for a bonus or the n-gram drafter)
+    top_residual: tuple[TokenProb, ...] # top of norm(max(0, p - q)) there (empty for a bonus)
+    appended: tuple[int, ...]           # token ids this round committed (accepted prefix + next, cut at EOS)
+    target_cache_before: int            # KV cache lengths, before the round and after rollback
+    target_cache_after: int
+    draft_cache_before: int
+    draft_cache_after: int
+    draft_seconds: float                # device-synchronised wall time of the draft phase
+    verify_seconds: float               # ... and of the target's single verify forward
+    draft_forwards: int                 # draft model forward passes this round (0 for n-gram)
+    elapsed: float                      # seconds since the run started, at the end of this round
+    bookkeeping_seconds: float = 0.0    # time spent building this event (top-k lists, text)
+
+
+@dataclass(frozen=True)
+class TokenEvent:
+    index: int
+    token: TokenProb      # the token the target produced and its probability under p
+    seconds: float        # device-synchronised time of this one forward and sample
+    elapsed: float        # seconds since the run started
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    method: Method
+    token_ids: tuple[int, ...]
+    text: str
+    new_tokens: int
+    rounds: int                 # rounds (speculative) or steps (autoregressive)
+    drafted: int
+    accepted: int
+    acceptance_rate: float      # accepted / drafted (0 when nothing was drafted)
+    mean_accepted_per_round: float
+    seconds: float              # wall time of the whole run, prefill included
+    prefill_seconds: float
+    tokens_per_second: float
+    finish_reason: FinishReason
+    draft_seconds: float = 0.0
+    verify_seconds: float = 0.0
+    draft_forwards: int = 0
+    bookkeeping_seconds: float = 0.0
+
+
+Event = Union[RoundEvent, TokenEvent, RunSummary]
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One speculative run, optionally with the baseline run of the same prompt and settings."""
+    config: SpecConfig
+    pair: dict[str, str]            # target, draft, device, dtype: names only, for display
+    prompt: str
+    prompt_ids: tuple[int, ...]
+    rounds: tuple[RoundEvent, ...]
+    summary: RunSummary
+    baseline: tuple[TokenEvent, ...] = ()
+    baseline_summary: RunSummary | None = None
+    note: str = ""                  # free text, e.g. how a recorded trace was made
+
+    def to_json(self) -> str:
+        body = {"format": TRACE_FORMAT, "version": TRACE_VERSION, **asdict(self)}
+        return json.dumps(body, ensure_ascii=False)
+
+
+_NESTED: dict[type, dict[str, type]] = {
+    RoundEvent: {"drafted": DraftedToken, "next_token": TokenProb, "top_p": TokenProb,
+                 "top_q": TokenProb, "top_residual": TokenProb},
+    TokenEvent: {"token": TokenProb},
+}
+
+
+def _build(cls: type, data: Any) -> Any:
+    """Rebuild a dataclass (and nested ones) from json data, strictly: unknown or missing keys fail."""
+    if not isinstance(data, dict):
+        raise TraceError(f"expected an object for {cls.__name__}, got {type(data).__name__}")
+    names = {f.name for f in fields(cls)}
+    if not set(data) <= names:
+        raise TraceError(f"unknown fields in {cls.__name__}: {sorted(set(data) - names)}")
+    values = {}
+    for key, value in data.items():
+        kind = _NESTED.get(cls, {}).get(key)
+        if kind is not None and isinstance(value, list):
+            value = tuple(_build(kind, v) for v in value)
+        elif kind is not None:
+            value = _build(kind, value)
+        elif isinstance(value, list):
+            value = tuple(value)
+        values[key] = value
+    try:
+        return cls(**values)
+    except TypeError as exc:
+        raise TraceError(f"bad {cls.__name__}: {exc}") from None
+
+
+def trace_from_json(text: str | bytes) -> Trace:
+    try:
+        data = json.loads(text)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise TraceError(f"not a JSON file ({exc.__class__.__name__}: {exc})") from None
+    if not isinstance(data, dict) or data.get("format") != TRACE_FORMAT:
+        raise TraceError("not a specviz trace: the file has no \"format\": \"specviz-trace\" field")
+    if data.get("version") != TRACE_VERSION:
+        raise TraceError(f"trace version {data.get('version')!r} is not supported (this specviz reads version {TRACE_VERSION})")
+    try:
+        config = SpecConfig.from_dict(data["config"]).validate()
+        baseline_summary = data.get("baseline_summary")
+        return Trace(
+            config=config,
+            pair={str(k): str(v) for k, v in data["pair"].items()},
+            prompt=str(data["prompt"]),
+            prompt_ids=tuple(int(i) for i in data["prompt_ids"]),
+            rounds=tuple(_build(RoundEvent, r) for r in data["rounds"]),
+            summary=_build(RunSummary, data["summary"]),
+            baseline=tuple(_build(TokenEvent, e) for e in data.get("baseline", ())),
+            baseline_summary=_build(RunSummary, baseline_summary) if baseline_summary else None,
+            note=str(data.get("note", "")),
+        )
+    except TraceError:
+        raise
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise TraceError(f"damaged trace: {exc.__class__.__name__}: {exc}") from None
+
+
+def save_trace(trace: Trace, path: str | Path) -> None:
+    Path(path).write_text(trace.to_json(), encoding="utf-8")
+
+
+def load_trace(source: str | Path | IO[bytes]) -> Trace:
+    if hasattr(source, "read"):
+        return trace_from_json(source.read())
+    return trace_from_json(Path(source).read_bytes())
