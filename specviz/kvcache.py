@@ -37,9 +37,10 @@ class CachedModel:
         return logits
 
     def rollback(self, committed: list[int]) -> None:
-        """Keep only the longest prefix of the cache that agrees with the committed tokens (DynamicCache.crop)."""
+        """Keep the longest prefix of the cache that agrees with the committed tokens (DynamicCache.crop),
+        minus the newest committed token: the next forward needs its logits, so it is always fed again."""
         keep = 0
-        limit = min(len(self.ids), len(committed))
+        limit = min(len(self.ids), len(committed) - 1)
         while keep < limit and self.ids[keep] == committed[keep]:
             keep += 1
         if keep < len(self.ids):

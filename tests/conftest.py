@@ -1,0 +1,23 @@
+import os
+import warnings
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+warnings.filterwarnings("ignore", category=FutureWarning)
+
+
+@pytest.fixture(autouse=True)
+def _threads(request):
+    """Tiny models run fastest on one thread; tests on the real pair (marker `real`) use every core."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(before if request.node.get_closest_marker("real") else 1)
+    yield
+    torch.set_num_threads(before)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "real: uses the built-in model pair (prepared by the README command)")
+    config.addinivalue_line("markers", "browser: drives a real headless Chromium")

@@ -1,0 +1,205 @@
+"""Exactness and bookkeeping of the engine on tiny random models."""
+import threading
+
+import pytest
+import torch
+
+from specviz.config import ConfigError, SpecConfig
+from specviz.drafters import lookup_continuation
+from specviz.engine import EngineError, autoregressive_generate, run_to_end, speculative_generate
+from specviz.kvcache import CachedModel
+from specviz.tiny import tiny_pair
+from specviz.trace import RoundEvent
+
+PROMPT = "def add(a, b):\n    return a + b\n\ndef add(a, b):"
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return tiny_pair()
+
+
+@pytest.fixture(scope="module")
+def prompt_ids(pair):
+    return pair.encode_prompt(PROMPT, chat=False)
+
+
+@pytest.mark.parametrize("drafter", ["model", "ngram"])
+@pytest.mark.parametrize("schedule", ["constant", "adaptive"])
+@pytest.mark.parametrize("gamma", [1, 2, 4, 7])
+def test_greedy_equals_target_alone(pair, prompt_ids, drafter, schedule, gamma):
+    config = SpecConfig(gamma=gamma, schedule=schedule, drafter=drafter, max_new_tokens=48)
+    rounds, spec = run_to_end(speculative_generate(pair, prompt_ids, config))
+    _, base = run_to_end(autoregressive_generate(pair, prompt_ids, config))
+    assert spec.token_ids == base.token_ids
+    assert spec.new_tokens == 48
+    # Something was drafted and accepted, so the comparison exercises acceptance, not only corrections.
+    assert spec.drafted > 0 and spec.accepted > 0
+    assert len(rounds) < 48
+
+
+def test_greedy_equals_transformers_generate(pair, prompt_ids):
+    config = SpecConfig(gamma=4, max_new_tokens=40)
+    _, spec = run_to_end(speculative_generate(pair, prompt_ids, config))
+    out = pair.target.generate(torch.tensor([prompt_ids]), max_new_tokens=40, do_sample=False, min_new_tokens=40)
+    assert list(spec.token_ids) == out[0, len(prompt_ids):].tolist()
+
+
+def test_confidence_threshold_shortens_drafts(pair, prompt_ids):
+    loose = run_to_end(speculative_generate(pair, prompt_ids, SpecConfig(gamma=8, max_new_tokens=40)))[1]
+    strict = run_to_end(speculative_generate(
+        pair, prompt_ids, SpecConfig(gamma=8, max_new_tokens=40, draft_confidence=0.99)))
+    assert all(len(r.drafted) == 1 for r in strict[0])  # the tiny draft is never 99% sure
+    assert strict[1].token_ids == loose.token_ids        # and the output is unchanged
+
+
+def test_adaptive_schedule_rule(pair, prompt_ids):
+    config = SpecConfig(gamma=3, gamma_max=6, schedule="adaptive", max_new_tokens=60)
+    rounds, _ = run_to_end(speculative_generate(pair, prompt_ids, config))
+    for before, after in zip(rounds, rounds[1:]):
+        all_accepted = before.drafted and before.n_accepted == len(before.drafted)
+        expected = min(6, before.gamma + 2) if all_accepted else max(1, before.gamma - 1)
+        budget = config.max_new_tokens - after.position - 1
+        assert after.gamma == min(expected, budget)
+    assert len({r.gamma for r in rounds}) > 1
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+@pytest.mark.parametrize("drafter", ["model", "ngram"])
+def test_events_agree_with_output(pair, prompt_ids, temperature, drafter):
+    config = SpecConfig(gamma=4, temperature=temperature, drafter=drafter, max_new_tokens=50, seed=3)
+    rounds, summary = run_to_end(speculative_generate(pair, prompt_ids, config))
+    produced: list[int] = []
+    for r in rounds:
+        assert isinstance(r, RoundEvent)
+        assert r.position == len(produced)
+        verdicts = [d.verdict for d in r.drafted]
+        assert verdicts.count("accepted") == r.n_accepted
+        assert verdicts[:r.n_accepted] == ["accepted"] * r.n_accepted
+        if r.rejection_index is None:
+            assert r.n_accepted == len(r.drafted) and r.next_source == "bonus"
+        else:
+            assert r.rejection_index == r.n_accepted and verdicts[r.n_accepted] == "rejected"
+            assert set(verdicts[r.n_accepted + 1:]) <= {"unchecked"}
+            assert r.next_source == "resampled"
+        assert list(r.appended) == [d.id for d in r.drafted[:r.n_accepted]] + [r.next_token.id]
+        for d in r.drafted:
+            assert d.ratio == pytest.approx(min(1.0, d.p / d.q), rel=1e-5)
+            assert (d.u is None) == (temperature == 0.0 or d.verdict == "unchecked")
+            if d.u is not None:
+                assert (d.u <= d.ratio) == (d.verdict == "accepted")
+        # Target cache: the prompt and all committed tokens but the newest, which goes into the next verify.
+        committed_after = len(prompt_ids) + len(produced) + len(r.appended)
+        assert r.target_cache_before == committed_after - len(r.appended) - 1
+        assert r.target_cache_after == committed_after - 1
+        if drafter == "model":
+            assert r.draft_cache_after <= committed_after
+            assert r.draft_cache_after >= r.target_cache_after - 1 or r.n_accepted < len(r.drafted)
+        produced.extend(r.appended)
+    assert tuple(produced) == summary.token_ids
+    assert summary.accepted == sum(r.n_accepted for r in rounds)
+    assert summary.drafted == sum(len(r.drafted) for r in rounds)
+
+
+def test_rollback_gives_fresh_logits(pair, prompt_ids, monkeypatch):
+    """After every feed (including those right after a rejection and crop), the cached logits equal a
+    fresh forward pass over the same tokens without a cache."""
+    original = CachedModel.feed
+    checked = {"feeds": 0, "after_crop": 0}
+
+    def checking_feed(self, new_ids, logits_to_keep=1):
+        cropped_before = getattr(self, "_was_cropped", False)
+        logits = original(self, new_ids, logits_to_keep)
+        with torch.inference_mode():
+            fresh = self.model(torch.tensor([self.ids])).logits[0, -logits_to_keep:]
+        torch.testing.assert_close(logits, fresh, atol=1e-4, rtol=1e-4)
+        checked["feeds"] += 1
+        checked["after_crop"] += cropped_before
+        self._was_cropped = False
+        return logits
+
+    original_rollback = CachedModel.rollback
+
+    def marking_rollback(self, committed):
+        length = self.length
+        original_rollback(self, committed)
+        if self.length < length:
+            self._was_cropped = True
+
+    monkeypatch.setattr(CachedModel, "feed", checking_feed)
+    monkeypatch.setattr(CachedModel, "rollback", marking_rollback)
+    rounds, _ = run_to_end(speculative_generate(pair, prompt_ids, SpecConfig(gamma=5, temperature=1.0, max_new_tokens=40)))
+    assert any(r.rejection_index is not None for r in rounds)
+    assert checked["after_crop"] > 0
+
+
+def test_rollback_crops_to_common_prefix(pair):
+    state = CachedModel(pair.target, pair.target.config.vocab_size)
+    state.feed([5, 6, 7, 8, 9])
+    state.rollback([5, 6, 7, 1, 2])
+    assert state.ids == [5, 6, 7]
+    assert state.cache.get_seq_length() == 3
+    assert state.pending([5, 6, 7, 1, 2]) == [1, 2]
+    state.feed([1, 2])
+    state.rollback([5, 6, 7, 1, 2])  # all committed tokens cached: the newest is dropped, to be fed again
+    assert state.ids == [5, 6, 7, 1] and state.cache.get_seq_length() == 4
+
+
+def test_eos_ends_the_run(pair, prompt_ids):
+    config = SpecConfig(gamma=4, max_new_tokens=40)
+    _, free = run_to_end(speculative_generate(pair, prompt_ids, config))
+    eos = free.token_ids[10]
+    pair.target.generation_config.eos_token_id = eos
+    try:
+        rounds, spec = run_to_end(speculative_generate(pair, prompt_ids, config))
+        _, base = run_to_end(autoregressive_generate(pair, prompt_ids, config))
+    finally:
+        pair.target.generation_config.eos_token_id = None
+    first = free.token_ids.index(eos)
+    assert spec.finish_reason == base.finish_reason == "eos"
+    assert spec.token_ids == base.token_ids == free.token_ids[:first + 1]
+    assert rounds[-1].appended[-1] == eos
+
+
+def test_cancel_stops_between_rounds(pair, prompt_ids):
+    cancel = threading.Event()
+    events = speculative_generate(pair, prompt_ids, SpecConfig(gamma=2, max_new_tokens=60), cancel=cancel)
+    first = next(events)
+    cancel.set()
+    rest = list(events)
+    assert isinstance(first, RoundEvent)
+    assert len(rest) == 1 and rest[0].finish_reason == "cancelled"
+    assert rest[0].token_ids == first.appended
+
+
+def test_max_new_tokens_is_exact(pair, prompt_ids):
+    for n in (1, 2, 3, 17):
+        _, summary = run_to_end(speculative_generate(pair, prompt_ids, SpecConfig(gamma=6, max_new_tokens=n)))
+        assert summary.new_tokens == n
+
+
+def test_ngram_without_draft_model(prompt_ids):
+    pair = tiny_pair()
+    pair.draft = None
+    _, summary = run_to_end(speculative_generate(pair, prompt_ids, SpecConfig(drafter="ngram", max_new_tokens=10)))
+    assert summary.new_tokens == 10
+    with pytest.raises(EngineError, match="no draft model"):
+        run_to_end(speculative_generate(pair, prompt_ids, SpecConfig(drafter="model", max_new_tokens=10)))
+
+
+def test_empty_prompt_is_refused(pair):
+    with pytest.raises(EngineError, match="empty"):
+        run_to_end(speculative_generate(pair, [], SpecConfig()))
+
+
+@pytest.mark.parametrize("bad", [dict(gamma=0), dict(max_new_tokens=0), dict(max_new_tokens=10**6),
+                                 dict(temperature=-0.1), dict(top_p=0.0), dict(top_p=1.5), dict(top_k=-1)])
+def test_bad_config_is_refused(bad):
+    with pytest.raises(ConfigError):
+        SpecConfig(**bad).validate()
+
+
+def test_lookup_continuation():
+    assert lookup_continuation([1, 2, 3, 9, 1, 2, 3], gamma=3, max_ngram=3) == [9, 1, 2]
+    assert lookup_continuation([1, 2, 3, 4], gamma=3, max_ngram=3) == []
+    assert lookup_continuation([7, 5, 8, 5], gamma=2, max_ngram=2) == [8, 5]  # falls back to a 1-gram
