@@ -19,7 +19,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -112,7 +112,8 @@ DRAFT = BuiltinModel(
 MODELS = (TARGET, DRAFT)
 
 # Share of one model's preparation spent in each stage (measured on the 2-core CPU), for the progress bar.
-STAGES = {"assemble": (0.0, 0.05), "tokenizer": (0.05, 0.25), "weights": (0.25, 0.85), "save": (0.85, 1.0)}
+STAGES = {"assemble": (0.0, 0.06), "tokenizer": (0.06, 0.29), "config": (0.29, 0.75), "weights": (0.75, 0.9),
+          "save": (0.9, 1.0)}
 
 
 # ---------------------------------------------------------------- cache layout
@@ -217,7 +218,10 @@ def check_free_space(model: BuiltinModel, root: Path) -> None:
 # ---------------------------------------------------------------- convert
 
 def convert(gguf: Path, out: Path, model: BuiltinModel, progress: Progress | None = None) -> None:
-    """Dequantize the GGUF with transformers and save float32 safetensors plus the tokenizer into out."""
+    """Dequantize the GGUF with transformers and save float32 safetensors plus the tokenizer into out.
+
+    Most of the time goes to parsing the GGUF metadata (151k tokens and merges, once per from_pretrained).
+    """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
@@ -225,39 +229,50 @@ def convert(gguf: Path, out: Path, model: BuiltinModel, progress: Progress | Non
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     tokenizer.save_pretrained(out)
     del tokenizer
-    _stage(progress, model, "weights", 0.0, "dequantizing the weights (minutes on CPU)")
-    with _relay_tqdm(lambda fraction: _stage(progress, model, "weights", fraction, "dequantizing the weights")):
+    _stage(progress, model, "config", 0.0, "reading the model metadata")
+    dequantizing = lambda fraction: _stage(progress, model, "weights", fraction, "dequantizing the weights")
+    with _relay_tqdm(dequantizing):
         # dequantize=True: a plain dense model even where `kernels` could keep GGUF blocks (those cannot be saved)
         weights = AutoModelForCausalLM.from_pretrained(
             gguf.parent, gguf_file=gguf.name, dtype=torch.float32,
             quantization_config=GgufConfig(dequantize=True))
-    _stage(progress, model, "save", 0.0, "saving float32 safetensors")
     weights.config.name_or_path = model.name
-    weights.save_pretrained(out)
+    _stage(progress, model, "save", 0.0, "saving float32 safetensors")
+    with _relay_tqdm(lambda fraction: _stage(progress, model, "save", fraction, "saving float32 safetensors")):
+        weights.save_pretrained(out)
     del weights
     gc.collect()
 
 
 @contextlib.contextmanager
-def _relay_tqdm(report: Any) -> Iterator[None]:
-    """Route transformers' "Loading weights" progress bar to our callback while it is live (no console bar)."""
+def _relay_tqdm(report: Callable[[float], None]) -> Iterator[None]:
+    """Send transformers' progress bars to our callback instead of the console while loading a GGUF.
+
+    Two bars exist: the GGUF dequantizing loop uses tqdm directly (module global, swapped here), the
+    generic loading loops go through transformers' tqdm hook. Either may be absent in other versions.
+    """
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
     from transformers.utils import logging as hf_logging
 
+    relay = lambda *args, **kwargs: _Relay(report, *args, **kwargs)
     set_hook = getattr(hf_logging, "set_tqdm_hook", None)
-    if set_hook is None:                   # an older transformers: keep its own bar, report stages only
-        yield
-        return
-    previous = set_hook(lambda factory, args, kwargs: _Relay(report, *args, **kwargs))
+    previous_hook = set_hook(lambda factory, args, kwargs: relay(*args, **kwargs)) if set_hook else None
+    previous_tqdm = getattr(gguf_utils, "tqdm", None)
+    if previous_tqdm is not None:
+        gguf_utils.tqdm = relay
     try:
         yield
     finally:
-        set_hook(previous)
+        if set_hook:
+            set_hook(previous_hook)
+        if previous_tqdm is not None:
+            gguf_utils.tqdm = previous_tqdm
 
 
 class _Relay:
     """Just enough of tqdm's interface for transformers' loading loops."""
 
-    def __init__(self, report: Any, iterable: Any = None, *args: Any, total: int | None = None, **kwargs: Any):
+    def __init__(self, report: Callable[[float], None], iterable: Any = None, *args: Any, total: int | None = None, **kwargs: Any):
         self.report, self.iterable, self.n = report, iterable, 0
         self.total = total if total is not None else (len(iterable) if hasattr(iterable, "__len__") else None)
 
@@ -293,6 +308,7 @@ def prepare_model(model: BuiltinModel, root: Path | None = None, progress: Progr
     final = converted_dir(model, root)
     if is_converted(model, root):
         return final
+    progress = _monotone(progress)
     root.mkdir(parents=True, exist_ok=True)
     with _lock(root / f".{model.slug}.lock"):
         if is_converted(model, root):          # another process finished it while we waited
@@ -316,16 +332,23 @@ def prepare_model(model: BuiltinModel, root: Path | None = None, progress: Progr
     return final
 
 
+def prepare_models(models: Sequence[BuiltinModel], progress: Progress | None = None) -> list[Path]:
+    """Converted directories of these built-in models, preparing the ones not done yet (one overall bar)."""
+    root = cache_root()
+    todo = {m.role: (0 if is_converted(m, root) else m.size) for m in models}
+    total = sum(todo.values()) or 1
+    dirs, start = [], 0.0
+    for model in models:
+        width = todo[model.role] / total
+        dirs.append(prepare_model(model, root, None if progress is None else _scaled(progress, start, width)))
+        start += width
+    return dirs
+
+
 def prepare_builtin(progress: Progress | None = None) -> tuple[Path, Path]:
     """(target_dir, draft_dir) of converted safetensors; the first call takes minutes, later ones milliseconds."""
-    root = cache_root()
-    shares = _shares()
-    dirs = []
-    for model in MODELS:
-        start, width = shares[model.role]
-        scaled = None if progress is None else _scaled(progress, start, width)
-        dirs.append(prepare_model(model, root, scaled))
-    return dirs[0], dirs[1]
+    target_dir, draft_dir = prepare_models(MODELS, progress)
+    return target_dir, draft_dir
 
 
 def _write_marker(folder: Path, model: BuiltinModel) -> None:
@@ -362,16 +385,16 @@ def _lock(path: Path) -> Iterator[None]:
 
 # ---------------------------------------------------------------- progress plumbing
 
-def _shares() -> dict[str, tuple[float, float]]:
-    """Each model's (start, width) of the overall bar, by its size; a converted model takes none."""
-    todo = {m.role: (0 if is_converted(m) else m.size) for m in MODELS}
-    total = sum(todo.values()) or 1
-    shares, start = {}, 0.0
-    for model in MODELS:
-        width = todo[model.role] / total
-        shares[model.role] = (start, width)
-        start += width
-    return shares
+def _monotone(progress: Progress | None) -> Progress | None:
+    """Never move the bar backwards (transformers runs more than one bar inside a stage)."""
+    if progress is None:
+        return None
+    best = [0.0]
+
+    def report(message: str, fraction: float) -> None:
+        best[0] = max(best[0], fraction)
+        progress(message, best[0])
+    return report
 
 
 def _scaled(progress: Progress, start: float, width: float) -> Progress:

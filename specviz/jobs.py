@@ -17,6 +17,7 @@ import torch
 
 from .config import ConfigError
 from .engine import EngineError
+from .lossless import LosslessError
 from .models import ModelLoadError
 from .runs import PromptError
 from .trace import TraceError
@@ -26,7 +27,8 @@ log = logging.getLogger(__name__)
 JobState = Literal["starting", "waiting", "running", "done", "cancelled", "failed"]
 
 # Errors a user can cause: their message is the whole explanation.
-USER_ERRORS: tuple[type[Exception], ...] = (PromptError, ConfigError, EngineError, ModelLoadError, TraceError)
+USER_ERRORS: tuple[type[Exception], ...] = (PromptError, ConfigError, EngineError, ModelLoadError, TraceError,
+                                            LosslessError)
 
 OOM_ADVICE = ("the GPU ran out of memory. The memory was released; pick a smaller model pair in the sidebar "
               "(or the built-in pair on CPU), or lower max new tokens, and run again.")
@@ -64,6 +66,7 @@ class Job:
     state: JobState = "starting"
     events: list = field(default_factory=list)
     progress: str = ""                  # a short line, e.g. "run 3 of 12"
+    meta: dict = field(default_factory=dict)  # what the page needs to show a live run (prompt, config)
     fraction: float = 0.0               # progress in [0, 1], for batches
     result: Any = None
     error: str | None = None
@@ -85,9 +88,9 @@ class Job:
         return self.finished
 
 
-def start_job(name: str, work: Callable[[Job], Any], lock: threading.Lock | None) -> Job:
+def start_job(name: str, work: Callable[[Job], Any], lock: threading.Lock | None, meta: dict | None = None) -> Job:
     """Run work(job) in a daemon thread, holding `lock` (try without blocking first, then wait, cancellable)."""
-    job = Job(name)
+    job = Job(name, meta=dict(meta or {}))
 
     def worker() -> None:
         if lock is not None and not lock.acquire(blocking=False):
@@ -112,3 +115,56 @@ def start_job(name: str, work: Callable[[Job], Any], lock: threading.Lock | None
     job.thread = threading.Thread(target=worker, name=f"specviz-{name}", daemon=True)
     job.thread.start()
     return job
+
+
+class PairLoader:
+    """Loads one model pair in a background thread, once, and reports progress (message, fraction).
+
+    The app keeps one loader per pair spec (st.cache_resource), so the models load once for all sessions
+    and the first screen does not wait for them. `override="tiny"` returns specviz.tiny.tiny_pair()
+    instead (tests and quick demos: SPECVIZ_PAIR=tiny).
+    """
+
+    def __init__(self, spec, override: str = ""):
+        self.spec = spec
+        self.override = override
+        self.message = "starting"
+        self.fraction = 0.0
+        self.pair = None
+        self.error: str | None = None
+        self.started = time.monotonic()
+        self.finished_at: float | None = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._load, name="specviz-load-pair", daemon=True)
+        self._thread.start()
+
+    @property
+    def state(self) -> Literal["loading", "ready", "failed"]:
+        if not self._done.is_set():
+            return "loading"
+        return "ready" if self.pair is not None else "failed"
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._done.wait(timeout)
+
+    def _progress(self, message: str, fraction: float) -> None:
+        self.message = message
+        self.fraction = min(1.0, max(0.0, float(fraction)))
+
+    def _load(self) -> None:
+        try:
+            if self.override == "tiny":
+                from .tiny import tiny_pair
+                self._progress("building the tiny random pair", 0.5)
+                self.pair = tiny_pair()
+            else:
+                from .models import load_pair
+                self.pair = load_pair(self.spec, progress=self._progress)
+            self._progress("ready", 1.0)
+        except NotImplementedError:
+            self.error = "loading this pair is not implemented yet in this build of specviz (models.load_pair)"
+        except BaseException as exc:  # noqa: BLE001 - shown to the user as one line, never a traceback
+            self.error = describe_error(exc)
+        finally:
+            self.finished_at = time.monotonic()
+            self._done.set()

@@ -1,16 +1,24 @@
 """Model pairs: a target p and a draft q that share a vocabulary, loaded from one place.
 
 Sources: the built-in offline pair ("builtin"), a hub id, a local model directory, a local .gguf file.
+Device "auto": CUDA in bf16 (accelerate's device_map="auto" over several GPUs or when the target does not
+fit one), else MPS in fp16, else CPU in fp32 with the draft's Linear layers quantized to int8 (never the
+target's). Remote code runs only on an explicit opt-in. The pair must share one vocabulary.
 """
 from __future__ import annotations
 
+import os
 import threading
+import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
 BUILTIN = "builtin"
+TRUST_REMOTE_CODE_ENV = "SPECVIZ_TRUST_REMOTE_CODE"   # "1" is an explicit opt-in, like PairSpec.trust_remote_code
+GPU_HEADROOM = 0.85                                  # share of one GPU's free memory the target may fill
 
 Progress = Callable[[str, float], None]  # (message, fraction done in [0, 1])
 
@@ -67,5 +75,339 @@ class ModelPair:
         return list(self.tokenizer(text)["input_ids"])
 
 
+# ---------------------------------------------------------------- sources
+
+@dataclass(frozen=True)
+class Source:
+    """Where one model comes from, resolved: what from_pretrained gets, and what the UI shows."""
+    role: str                       # "target" | "draft"
+    given: str                      # as the user typed it
+    kind: str                       # builtin | hub | dir | gguf
+    path: str                       # hub id or local directory
+    label: str
+    gguf_file: str | None = None
+
+    def file_kwargs(self) -> dict[str, Any]:
+        return {"gguf_file": self.gguf_file} if self.gguf_file else {}
+
+
+def resolve_source(given: str, role: str, builtin_dir: Path | None = None) -> Source:
+    """Decide what a model string means: 'builtin', a .gguf file, a local directory, or else a hub id."""
+    if given == BUILTIN:
+        from . import builtin
+        name = (builtin.TARGET if role == "target" else builtin.DRAFT).name
+        return Source(role, given, "builtin", str(builtin_dir), name)
+    path = Path(given).expanduser()
+    if path.suffix.lower() == ".gguf":
+        if not path.is_file():
+            raise ModelLoadError(f"The {role} GGUF file {given} does not exist.")
+        return Source(role, given, "gguf", str(path.parent), path.name, gguf_file=path.name)
+    if path.is_dir():
+        return Source(role, given, "dir", str(path), given)
+    if path.exists():
+        raise ModelLoadError(f"The {role} model {given} is a file: give a model directory, a .gguf file, "
+                             f"a Hugging Face hub id or 'builtin'.")
+    if given.startswith(("/", "./", "../", "~", ".\\")) or "\\" in given:
+        raise ModelLoadError(f"The {role} model directory {given} does not exist.")
+    return Source(role, given, "hub", given, given)
+
+
+# ---------------------------------------------------------------- device, dtype, quantization
+
+def resolve_device(name: str) -> torch.device:
+    """auto: the first CUDA GPU, else Apple's MPS, else the CPU. An explicit device must exist."""
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda", torch.cuda.current_device())
+        if torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError):
+        device = None
+    if device is None or device.type not in ("cpu", "cuda", "mps"):
+        raise ModelLoadError(f"Unknown device {name!r}: use auto, cpu, cuda, cuda:N or mps.")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ModelLoadError(f"Device {name} was asked for, but this torch sees no CUDA GPU: use auto or cpu.")
+        index = torch.cuda.current_device() if device.index is None else device.index
+        if index >= torch.cuda.device_count():
+            raise ModelLoadError(f"Device {name} does not exist: this machine has {torch.cuda.device_count()} GPU(s).")
+        return torch.device("cuda", index)
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ModelLoadError("Device mps was asked for, but MPS is not available here: use auto or cpu.")
+    return device
+
+
+def compute_dtype(device: torch.device) -> torch.dtype:
+    """bf16 on CUDA (fp16 where bf16 is missing), fp16 on MPS, fp32 on CPU (no fast bf16 on most CPUs)."""
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if device.type == "mps":
+        return torch.float16
+    return torch.float32
+
+
+def resolve_quantize(flag: bool | None, device: torch.device) -> bool:
+    if flag is None:
+        return device.type == "cpu"
+    if flag and device.type != "cpu":
+        raise ModelLoadError(f"int8 dynamic quantization of the draft runs on the CPU only, not on {device}: "
+                             f"turn it off or use device cpu.")
+    return flag
+
+
+def quantize_draft(model: Any) -> Any:
+    """int8 weights, prepacked for fbgemm: on CPU the draft's Linear layers cost several times less per token."""
+    from torch.ao.quantization import quantize_dynamic
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch marks eager-mode quantization deprecated; its successor is not installed
+        return quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
+
+
+def model_bytes(config: Any, dtype: torch.dtype) -> int:
+    """Size of the weights in dtype, counted on a model built on the meta device (allocates nothing)."""
+    from accelerate import init_empty_weights
+    from transformers import AutoModelForCausalLM
+
+    with init_empty_weights():
+        empty = AutoModelForCausalLM.from_config(config)
+    return sum(p.numel() for p in empty.parameters()) * dtype.itemsize
+
+
+def shard_target(requested: str, device: torch.device, config: Any, dtype: torch.dtype) -> bool:
+    """accelerate's device_map="auto" when there are several GPUs, or when the target does not fit one."""
+    if device.type != "cuda" or requested not in ("auto", "cuda"):
+        return False                    # an explicit cuda:N pins the model there
+    if torch.cuda.device_count() > 1:
+        return True
+    free, _total = torch.cuda.mem_get_info(device)
+    return model_bytes(config, dtype) > GPU_HEADROOM * free
+
+
+# ---------------------------------------------------------------- from_pretrained with clear errors
+
+def allow_remote_code(spec: PairSpec) -> bool:
+    """Off unless the user opts in: the PairSpec flag or SPECVIZ_TRUST_REMOTE_CODE=1."""
+    opt_in = os.environ.get(TRUST_REMOTE_CODE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    return spec.trust_remote_code or opt_in
+
+
+def hub_offline() -> bool:
+    from huggingface_hub import constants
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def call_pretrained(source: Source, loader: Callable[..., Any]) -> Any:
+    """Run one from_pretrained-like loader; turn what a user can cause into a ModelLoadError.
+
+    Hub ids try the local cache first: a cached model then loads without a network round trip
+    (which, with no network, costs ~25 s of retries before failing).
+    """
+    try:
+        if source.kind != "hub":
+            return loader()
+        try:
+            return loader(local_files_only=True)
+        except OSError:
+            if hub_offline():
+                raise
+        return loader()
+    except ValueError as exc:
+        if "trust_remote_code" in str(exc):
+            raise remote_code_error(source) from None
+        raise ModelLoadError(f"The {source.role} model {source.given} could not be loaded: {first_line(exc)}") from exc
+    except OSError as exc:
+        raise not_found_error(source, exc) from exc
+
+
+def remote_code_error(source: Source) -> ModelLoadError:
+    return ModelLoadError(
+        f"The {source.role} model {source.given} needs custom code from its repository (trust_remote_code), "
+        f"which specviz does not run unless asked. If you trust that code, set the environment variable "
+        f"{TRUST_REMOTE_CODE_ENV}=1 (or PairSpec(trust_remote_code=True)) and load again.")
+
+
+def not_found_error(source: Source, exc: OSError) -> ModelLoadError:
+    from huggingface_hub import constants
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
+    role, given = source.role, source.given
+    if source.kind != "hub":
+        return ModelLoadError(f"The {role} model in {given} could not be loaded: {first_line(exc)}")
+    if isinstance(exc, GatedRepoError):
+        return ModelLoadError(f"The {role} model '{given}' is gated on the Hugging Face hub: accept its license "
+                              f"on huggingface.co and log in (hf auth login, or HF_TOKEN), then load again.")
+    if isinstance(exc, RepositoryNotFoundError):
+        return ModelLoadError(f"The {role} model id '{given}' was not found on the Hugging Face hub "
+                              f"(check the spelling; private models need a login).")
+    offline = " (offline mode is on: HF_HUB_OFFLINE=1)" if hub_offline() else ""
+    return ModelLoadError(
+        f"The {role} model id '{given}' was not found: it is not a local path and not in the Hugging Face "
+        f"cache ({constants.HF_HUB_CACHE}); downloading it needs network access{offline}. Use the built-in "
+        f"pair, a local model directory or a .gguf file, or connect and load again.")
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def load_config(source: Source, allow_code: bool) -> Any:
+    from transformers import AutoConfig
+    return call_pretrained(source, lambda **kw: AutoConfig.from_pretrained(
+        source.path, trust_remote_code=allow_code, **source.file_kwargs(), **kw))
+
+
+def load_tokenizer(source: Source, allow_code: bool) -> Any:
+    from transformers import AutoTokenizer
+    return call_pretrained(source, lambda **kw: AutoTokenizer.from_pretrained(
+        source.path, trust_remote_code=allow_code, **source.file_kwargs(), **kw))
+
+
+def load_model(source: Source, config: Any | None, device: torch.device, dtype: torch.dtype,
+               allow_code: bool, shard: bool) -> Any:
+    """from_pretrained straight onto the device (no CPU copy first); sharded by accelerate if asked."""
+    from transformers import AutoModelForCausalLM, GgufConfig
+
+    kwargs: dict[str, Any] = {"dtype": dtype, "trust_remote_code": allow_code, **source.file_kwargs()}
+    if source.gguf_file:    # a dense model, as for the built-in pair (kernels could keep GGUF blocks otherwise)
+        kwargs["quantization_config"] = GgufConfig(dequantize=True)
+    elif config is not None:
+        kwargs["config"] = config
+    if shard:
+        kwargs["device_map"] = "auto"
+    elif device.type != "cpu":
+        kwargs["device_map"] = {"": device}
+    model = call_pretrained(source, lambda **kw: AutoModelForCausalLM.from_pretrained(source.path, **kwargs, **kw))
+    return model.eval()
+
+
+# ---------------------------------------------------------------- checks
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+                   "vocab.json", "merges.txt", "tokenizer.model")
+
+
+def has_own_tokenizer(source: Source) -> bool:
+    """A bare weights directory has none: the draft then reads the target's token ids as they are."""
+    if source.kind != "dir":
+        return True
+    return any((Path(source.path) / name).is_file() for name in TOKENIZER_FILES)
+
+
+def same_tokenizer_files(a: Source, b: Source) -> bool:
+    """Byte-identical tokenizer files mean an identical vocabulary (the built-in pair): no second load needed."""
+    if a.kind not in ("dir", "builtin") or b.kind not in ("dir", "builtin"):
+        return False
+    present = [name for name in TOKENIZER_FILES if (Path(a.path) / name).is_file()]
+    return bool(present) and all(
+        (Path(b.path) / name).is_file() and (Path(a.path) / name).read_bytes() == (Path(b.path) / name).read_bytes()
+        for name in present) and all(
+        (Path(a.path) / name).is_file() for name in TOKENIZER_FILES if (Path(b.path) / name).is_file())
+
+
+def check_vocab(target_tokenizer: Any, draft_tokenizer: Any, target: Source, draft: Source) -> None:
+    """Draft and target must map the same strings to the same ids, or the draft's proposals mean nothing to p."""
+    p_vocab, q_vocab = target_tokenizer.get_vocab(), draft_tokenizer.get_vocab()
+    if p_vocab == q_vocab:
+        return
+    detail = f"{len(p_vocab)} vs {len(q_vocab)} tokens"
+    if len(p_vocab) == len(q_vocab):
+        detail += f", {sum(q_vocab.get(t) != i for t, i in p_vocab.items())} of them with other ids"
+    raise ModelLoadError(
+        f"The target {target.label} and the draft {draft.label} do not share a vocabulary ({detail}): "
+        f"speculative decoding needs a draft from the same model family, with the same tokenizer.")
+
+
+def check_width(config: Any, tokenizer: Any, source: Source) -> None:
+    """Every token the tokenizer can produce must have an embedding row (heads may be padded wider)."""
+    rows = getattr(config.get_text_config(), "vocab_size", None)
+    if rows is not None and rows < len(tokenizer):
+        raise ModelLoadError(f"The {source.role} model {source.label} has {rows} embedding rows, fewer than the "
+                             f"{len(tokenizer)} tokens of the pair's tokenizer: it cannot read every token.")
+
+
+def set_pad_token(model: Any, tokenizer: Any) -> None:
+    """generate() wants a pad id; models without one get the tokenizer's pad, else their first EOS."""
+    generation = model.generation_config
+    if generation.pad_token_id is not None:
+        return
+    pad = tokenizer.pad_token_id
+    if pad is None:
+        eos = generation.eos_token_id if generation.eos_token_id is not None else tokenizer.eos_token_id
+        pad = eos[0] if isinstance(eos, (list, tuple)) else eos
+    generation.pad_token_id = pad
+
+
+# ---------------------------------------------------------------- load_pair
+
 def load_pair(spec: PairSpec, progress: Progress | None = None) -> ModelPair:
-    raise NotImplementedError  # filled in by the loading work
+    """Load target p (and draft q unless spec.draft is None) with a shared tokenizer; see the module docstring.
+
+    Cheap checks (sources, device, remote code, vocabulary) run before any weights are read.
+    """
+    allow_code = allow_remote_code(spec)
+    device = resolve_device(spec.device)
+    dtype = compute_dtype(device)
+    quantize = resolve_quantize(spec.quantize_draft, device) and spec.draft is not None
+    prepared, report = builtin_dirs(spec, progress)
+    target = resolve_source(spec.target, "target", prepared.get("target"))
+    draft = resolve_source(spec.draft, "draft", prepared.get("draft")) if spec.draft is not None else None
+
+    report("reading configs and tokenizers", 0.02)
+    configs = {s.role: load_config(s, allow_code) for s in (target, draft)
+               if s is not None and (s.gguf_file is None or device.type == "cuda")}
+    tokenizer = load_tokenizer(target, allow_code)
+    if draft is not None and has_own_tokenizer(draft) and not same_tokenizer_files(target, draft):
+        check_vocab(tokenizer, load_tokenizer(draft, allow_code), target, draft)
+    for source in (target, draft):
+        if source is not None and source.role in configs:
+            check_width(configs[source.role], tokenizer, source)
+
+    shard = target.role in configs and shard_target(spec.device, device, configs["target"], dtype)
+    report(f"loading the target {target.label}", 0.1)
+    target_model = load_model(target, configs.get("target"), device, dtype, allow_code, shard)
+    check_width(target_model.config, tokenizer, target)
+    set_pad_token(target_model, tokenizer)
+    if shard:               # inputs go where the embedding is
+        device = target_model.get_input_embeddings().weight.device
+
+    draft_model = None
+    if draft is not None:
+        report(f"loading the draft {draft.label}", 0.7)
+        draft_model = load_model(draft, configs.get("draft"), device, dtype, allow_code, shard=False)
+        check_width(draft_model.config, tokenizer, draft)
+        set_pad_token(draft_model, tokenizer)
+        if quantize:
+            report("quantizing the draft to int8", 0.9)
+            draft_model = quantize_draft(draft_model)
+    report("models loaded", 1.0)
+
+    names = {"target": target.label, "draft": draft.label if draft is not None else "none (n-gram drafter)",
+             "device": f"{device} (device_map=auto)" if shard else str(device),
+             "dtype": str(dtype).removeprefix("torch."), "draft_quantized": "int8" if quantize else "no"}
+    return ModelPair(target_model, draft_model, tokenizer, device, dtype, spec, names)
+
+
+def builtin_dirs(spec: PairSpec, progress: Progress | None) -> tuple[dict[str, Path], Progress]:
+    """Prepare the built-in models the spec names (minutes, once); return their dirs and the loading bar.
+
+    When a conversion runs it takes the first 90% of the bar, the loading the rest.
+    """
+    from . import builtin
+
+    wanted = [m for m, given in ((builtin.TARGET, spec.target), (builtin.DRAFT, spec.draft)) if given == BUILTIN]
+    converting = any(not builtin.is_converted(m) for m in wanted)
+    split = 0.9 if converting else 0.0
+    dirs = builtin.prepare_models(wanted, scaled(progress, 0.0, split)) if wanted else []
+    return {m.role: d for m, d in zip(wanted, dirs)}, scaled(progress, split, 1.0 - split)
+
+
+def scaled(progress: Progress | None, start: float, width: float) -> Progress:
+    """A callback over [0, 1] that reports into [start, start + width] of the caller's bar (or nowhere)."""
+    if progress is None:
+        return lambda message, fraction: None
+    return lambda message, fraction: progress(message, start + width * fraction)

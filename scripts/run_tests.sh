@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Command 2: install everything (with the test tools and chromium), then run the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh --dev
+exec .venv/bin/python -m pytest "$@"
