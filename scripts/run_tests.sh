@@ -3,4 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --dev
+export SPECVIZ_REQUIRE_BUILTIN=1  # integration tests fail, not skip, if the pair is missing
 exec .venv/bin/python -m pytest "$@"

@@ -302,11 +302,12 @@ def same_tokenizer_files(a: Source, b: Source) -> bool:
     """Byte-identical tokenizer files mean an identical vocabulary (the built-in pair): no second load needed."""
     if a.kind not in ("dir", "builtin") or b.kind not in ("dir", "builtin"):
         return False
-    present = [name for name in TOKENIZER_FILES if (Path(a.path) / name).is_file()]
-    return bool(present) and all(
-        (Path(b.path) / name).is_file() and (Path(a.path) / name).read_bytes() == (Path(b.path) / name).read_bytes()
-        for name in present) and all(
-        (Path(a.path) / name).is_file() for name in TOKENIZER_FILES if (Path(b.path) / name).is_file())
+    files_a, files_b = tokenizer_files(Path(a.path)), tokenizer_files(Path(b.path))
+    return bool(files_a) and files_a == files_b
+
+
+def tokenizer_files(folder: Path) -> dict[str, bytes]:
+    return {name: (folder / name).read_bytes() for name in TOKENIZER_FILES if (folder / name).is_file()}
 
 
 def check_vocab(target_tokenizer: Any, draft_tokenizer: Any, target: Source, draft: Source) -> None:

@@ -21,3 +21,17 @@ def _threads(request):
 def pytest_configure(config):
     config.addinivalue_line("markers", "real: uses the built-in model pair (prepared by the README command)")
     config.addinivalue_line("markers", "browser: drives a real headless Chromium")
+
+
+@pytest.fixture(scope="session")
+def builtin_pair():
+    """The real built-in pair, loaded once. scripts/run_tests.sh prepares it and sets
+    SPECVIZ_REQUIRE_BUILTIN=1, so there a missing pair fails instead of skipping."""
+    from specviz.builtin import builtin_ready
+    from specviz.models import PairSpec, load_pair
+
+    if not builtin_ready():
+        if os.environ.get("SPECVIZ_REQUIRE_BUILTIN") == "1":
+            pytest.fail("the built-in pair is not prepared: run python -m specviz prepare")
+        pytest.skip("the built-in pair is not prepared (python -m specviz prepare)")
+    return load_pair(PairSpec())
