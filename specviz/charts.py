@@ -30,34 +30,48 @@ def visible(text: str) -> str:
     return text.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥").replace("\r", "")
 
 
+def _unique(labels: list[str]) -> list[str]:
+    """Category labels must differ: two tokens that look alike (e.g. byte pieces) get a counter."""
+    seen: dict[str, int] = {}
+    out = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        out.append(label if seen[label] == 1 else f"{label} ({seen[label]})")
+    return out
+
+
 def _layout(fig: go.Figure, title: str | None = None, height: int = 320, **kwargs) -> go.Figure:
     fig.update_layout(
         template="plotly_white", font=FONT, height=height, margin=dict(l=10, r=10, t=48 if title else 16, b=10),
         title=dict(text=title, x=0, xanchor="left", font=dict(size=15)) if title else None,
-        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0), **kwargs)
+        legend=dict(orientation="h", yanchor="top", y=-0.28, xanchor="left", x=0.0), **kwargs)
+    fig.update_layout(margin=dict(b=10))
     return fig
 
 
 # --- one round ------------------------------------------------------------------------------------
 
-def next_token_figure(event: RoundEvent) -> go.Figure:
+def next_token_figure(event: RoundEvent, greedy: bool = False) -> go.Figure:
     """p, q and the residual norm(max(0, p - q)) over the top tokens at the rejection (or bonus) position.
 
-    Only the top few of each distribution are recorded in the trace; a missing bar means "below the top".
+    Greedy decoding uses no residual (the correction is argmax p), so it shows p and q only. Only the top
+    few of each distribution are recorded in the trace; a missing bar means "below the top".
     """
+    residual = () if greedy else event.top_residual
     ids: list[int] = []
     texts: dict[int, str] = {}
-    for series in (event.top_p, event.top_residual, event.top_q):
+    for series in (event.top_p, residual, event.top_q):
         for t in series:
             if t.id not in texts:
                 ids.append(t.id)
                 texts[t.id] = t.text
     ids = ids[:12]
-    labels = [visible(texts[i]) for i in ids]
+    labels = _unique([visible(texts[i]) for i in ids])
+    label_of = dict(zip(ids, labels))
     fig = go.Figure()
     series = [("p (target)", event.top_p, COLORS["p"])]
     if event.next_source == "resampled":
-        series += [("q (draft)", event.top_q, COLORS["q"]), ("residual norm(max(0, p−q))", event.top_residual, COLORS["residual"])]
+        series += [("q (draft)", event.top_q, COLORS["q"]), ("residual norm(max(0, p−q))", residual, COLORS["residual"])]
     for name, values, color in series:
         if not values:
             continue
@@ -65,12 +79,12 @@ def next_token_figure(event: RoundEvent) -> go.Figure:
         fig.add_bar(name=name, x=labels, y=[by_id.get(i) for i in ids], marker_color=color,
                     hovertemplate="%{x}: %{y:.3f}<extra>" + name + "</extra>")
     chosen = event.next_token
-    if chosen.id in texts:
-        fig.add_annotation(x=visible(chosen.text), y=1.0, yref="paper", text="chosen", showarrow=False,
+    if chosen.id in label_of:
+        fig.add_annotation(x=label_of[chosen.id], y=1.0, yref="paper", text="chosen", showarrow=False,
                            font=dict(color=COLORS[event.next_source], size=12), yanchor="bottom")
     fig.update_xaxes(type="category", tickfont=dict(family="ui-monospace, monospace", size=13))
     fig.update_yaxes(title_text="probability", rangemode="tozero")
-    return _layout(fig, height=280, barmode="group", bargap=0.25)
+    return _layout(fig, height=320, barmode="group", bargap=0.25)
 
 
 # --- the race -------------------------------------------------------------------------------------
@@ -98,7 +112,7 @@ def timeline_figure(trace: Trace) -> go.Figure:
                                   "<br>%{x:.3f} s<extra>" + kind + "</extra>")
     fig.update_yaxes(categoryorder="array", categoryarray=rows)
     fig.update_xaxes(title_text="seconds since the start of each run (the prompt prefill comes first)", rangemode="tozero")
-    return _layout(fig, height=260, barmode="overlay", showlegend=True)
+    return _layout(fig, height=300, barmode="overlay", showlegend=True)
 
 
 def progress_figure(trace: Trace) -> go.Figure:
@@ -113,7 +127,7 @@ def progress_figure(trace: Trace) -> go.Figure:
                         line=dict(color=color, width=3, shape="hv"), mode="lines")
     fig.update_xaxes(title_text="seconds", rangemode="tozero")
     fig.update_yaxes(title_text="tokens generated", rangemode="tozero")
-    return _layout(fig, height=260)
+    return _layout(fig, height=300)
 
 
 # --- theory ---------------------------------------------------------------------------------------
@@ -146,7 +160,7 @@ def speedup_figure(a: float, g: int, c: float, points: Sequence[MeasuredPoint] =
                   annotation_position="bottom right")
     fig.update_xaxes(title_text="γ (draft length)", dtick=1 if gamma_max <= 16 else 2)
     fig.update_yaxes(title_text="speed-up over plain decoding", rangemode="tozero")
-    return _layout(fig, "Speed-up against γ", height=360)
+    return _layout(fig, "Speed-up against γ", height=420)
 
 
 def expected_tokens_figure(a: float, g: int, points: Sequence[MeasuredPoint] = ()) -> go.Figure:
@@ -168,7 +182,7 @@ def expected_tokens_figure(a: float, g: int, points: Sequence[MeasuredPoint] = (
                                       "%{y:.2f} tokens / round<extra></extra>")
     fig.update_xaxes(title_text="a (acceptance rate)", range=[0, 1])
     fig.update_yaxes(title_text="tokens per round (per target forward)", rangemode="tozero")
-    return _layout(fig, "Expected tokens per round", height=360)
+    return _layout(fig, "Expected tokens per round", height=420)
 
 
 def optimal_gamma_map(a: float, c: float, gamma_max: int = 16) -> go.Figure:
@@ -207,7 +221,7 @@ def group_figure(stats: Sequence[GroupStat], title: str) -> go.Figure:
     fig.update_layout(yaxis=dict(title="acceptance rate", range=[0, 1], tickformat=".0%"),
                       yaxis2=dict(title="tokens per round", overlaying="y", side="right", rangemode="tozero",
                                   showgrid=False))
-    return _layout(fig, title, height=300, barmode="group")
+    return _layout(fig, title, height=340, barmode="group")
 
 
 def gamma_figure(series: Sequence[tuple[str, Sequence[GammaPoint]]]) -> go.Figure:
@@ -224,13 +238,13 @@ def gamma_figure(series: Sequence[tuple[str, Sequence[GammaPoint]]]) -> go.Figur
                     marker_color=color, opacity=0.25, showlegend=False, hoverinfo="skip")
     fig.update_xaxes(title_text="round")
     fig.update_yaxes(title_text="γ (line) · accepted (bars)", rangemode="tozero")
-    return _layout(fig, "γ over time under the adaptive schedule", height=300, barmode="overlay")
+    return _layout(fig, "γ over time under the adaptive schedule", height=340, barmode="overlay")
 
 
 # --- lossless -------------------------------------------------------------------------------------
 
 def lossless_figure(result: LosslessResult, show_draft: bool = True) -> go.Figure:
-    labels = [visible(t) if i >= 0 else t for t, i in zip(result.token_texts, result.token_ids)]
+    labels = _unique([visible(t) if i >= 0 else t for t, i in zip(result.token_texts, result.token_ids)])
     n = result.n
     fig = go.Figure()
     fig.add_bar(name="p: the target's exact distribution", x=labels, y=list(result.p), marker_color=COLORS["p"],
@@ -244,4 +258,4 @@ def lossless_figure(result: LosslessResult, show_draft: bool = True) -> go.Figur
                     marker_color=COLORS["q"], opacity=0.6, hovertemplate="%{x}: %{y:.4f}<extra>draft alone</extra>")
     fig.update_xaxes(type="category", tickfont=dict(family="ui-monospace, monospace", size=13))
     fig.update_yaxes(title_text="probability / frequency", rangemode="tozero")
-    return _layout(fig, height=360, barmode="group", bargap=0.2)
+    return _layout(fig, height=400, barmode="group", bargap=0.2)

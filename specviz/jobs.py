@@ -19,7 +19,7 @@ from .config import ConfigError
 from .engine import EngineError
 from .lossless import LosslessError
 from .models import ModelLoadError
-from .runs import PromptError
+from .runs import Cancelled, PromptError
 from .trace import TraceError
 
 log = logging.getLogger(__name__)
@@ -82,14 +82,28 @@ class Job:
     def stop(self) -> None:
         self.cancel.set()
 
+    def on_wait(self, seconds: float) -> None:
+        """runs.exclusive calls this while another run holds the pair's lock."""
+        self.state = "waiting"
+        self.waited_seconds = seconds
+
+    def on_event(self, event: Any) -> None:
+        """The engine's events, as they come; the first one also means the wait is over."""
+        if self.state == "waiting":
+            self.state = "running"
+        self.events.append(event)
+
     def join(self, timeout: float | None = None) -> bool:
         if self.thread is not None:
             self.thread.join(timeout)
         return self.finished
 
 
-def start_job(name: str, work: Callable[[Job], Any], lock: threading.Lock | None, meta: dict | None = None) -> Job:
-    """Run work(job) in a daemon thread, holding `lock` (try without blocking first, then wait, cancellable)."""
+def start_job(name: str, work: Callable[[Job], Any], lock: threading.Lock | None = None,
+              meta: dict | None = None) -> Job:
+    """Run work(job) in a daemon thread, optionally holding `lock` (try without blocking first, then wait,
+    cancellable). Work that calls runs.run_trace needs no lock here: the run takes the pair's lock itself
+    and reports its wait through job.on_wait."""
     job = Job(name, meta=dict(meta or {}))
 
     def worker() -> None:
@@ -105,6 +119,8 @@ def start_job(name: str, work: Callable[[Job], Any], lock: threading.Lock | None
             job.state = "running"
             job.result = work(job)
             job.state = "cancelled" if job.cancel.is_set() else "done"
+        except Cancelled:
+            job.state = "cancelled"
         except BaseException as exc:  # noqa: BLE001 - a worker thread must never die with a traceback
             job.error = describe_error(exc)
             job.state = "failed"

@@ -66,8 +66,10 @@ def plan_batch(prompts: dict[str, list[str]], categories: Iterable[str], per_cat
 
 
 def run_batch(pair, plan: Sequence[PlannedRun], *, chat: bool = True, cancel: threading.Event | None = None,
-              on_progress: Callable[[int, int, PlannedRun], None] | None = None) -> list[LabRun]:
-    """Run the plan one after the other (speculative only); stops between runs when cancel is set."""
+              on_progress: Callable[[int, int, PlannedRun], None] | None = None,
+              on_wait: Callable[[float], None] | None = None) -> list[LabRun]:
+    """Run the plan one after the other (speculative only); stops between runs when cancel is set.
+    Each run takes the pair's lock for itself (runs.run_trace), so other sessions can run in between."""
     for config in {p.config for p in plan}:
         config.validate()
     results = []
@@ -76,7 +78,7 @@ def run_batch(pair, plan: Sequence[PlannedRun], *, chat: bool = True, cancel: th
             break
         if on_progress is not None:
             on_progress(i, len(plan), planned)
-        trace = run_trace(pair, planned.prompt, planned.config, chat=chat, cancel=cancel)
+        trace = run_trace(pair, planned.prompt, planned.config, chat=chat, cancel=cancel, on_wait=on_wait)
         if trace.summary.finish_reason == "cancelled":
             break
         results.append(LabRun(planned.category, planned.prompt, trace))
@@ -333,3 +335,29 @@ def measured_point(trace: Trace, label: str = "") -> MeasuredPoint | None:
             predicted = theory.speedup(a, g, c)
         measured = speedup(trace)
     return MeasuredPoint(label or short(trace.prompt, 30), a, g, s.new_tokens / s.rounds, c, measured, predicted)
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Where the time of a speculative run goes, against one step of plain decoding."""
+    target_step: float | None      # mean seconds of one plain decoding step (baseline)
+    draft_forward: float | None    # mean seconds of one draft forward (None: n-gram, no model)
+    verify: float                  # mean seconds of one verify pass over the drafted tokens
+    draft_per_round: float         # mean seconds of drafting per round
+    tokens_per_round: float
+
+    @property
+    def verify_in_steps(self) -> float | None:
+        """How many plain steps one verify pass costs (1.0 on memory-bound hardware, more on a CPU)."""
+        return self.verify / self.target_step if self.target_step else None
+
+
+def cost_breakdown(trace: Trace) -> Costs | None:
+    s = trace.summary
+    if s.rounds == 0:
+        return None
+    target_step = sum(e.seconds for e in trace.baseline) / len(trace.baseline) if trace.baseline else None
+    return Costs(target_step=target_step,
+                 draft_forward=s.draft_seconds / s.draft_forwards if s.draft_forwards else None,
+                 verify=s.verify_seconds / s.rounds, draft_per_round=s.draft_seconds / s.rounds,
+                 tokens_per_round=s.new_tokens / s.rounds)

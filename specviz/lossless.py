@@ -7,13 +7,15 @@ histograms with p by total variation: TV(x, y) = 1/2 * sum_v |x(v) - y(v)|.
 """
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
 from .config import SpecConfig
 from .engine import vocab_width
-from .runs import encode
+from .runs import encode, exclusive
 from .sampling import build_warpers, probabilities, speculative_samples
 
 SHOWN_TOKENS = 12      # bars on the chart: the most likely tokens under p or q, the rest pooled as "other"
@@ -54,8 +56,10 @@ class LosslessResult:
 
 
 def next_token_distributions(pair, prompt: str, config: SpecConfig, *, chat: bool = True,
-                             answer_prefix: str = "") -> Distributions:
-    """One forward of the target and of the draft over the context (prompt [+ the answer so far])."""
+                             answer_prefix: str = "", cancel: threading.Event | None = None,
+                             on_wait: Callable[[float], None] | None = None) -> Distributions:
+    """One forward of the target and of the draft over the context (prompt [+ the answer so far]),
+    holding the pair's lock (runs.exclusive) like any run on the shared models."""
     config.validate()
     if config.greedy:
         raise LosslessError("greedy decoding (temperature 0) draws nothing: choose a temperature above 0")
@@ -66,7 +70,7 @@ def next_token_distributions(pair, prompt: str, config: SpecConfig, *, chat: boo
         ids = ids + list(pair.tokenizer(answer_prefix, add_special_tokens=False)["input_ids"])
     width = vocab_width(pair)
     warpers = build_warpers(config)
-    with torch.inference_mode():
+    with exclusive(pair, cancel, on_wait), torch.inference_mode():
         rows = []
         for model in (pair.target, pair.draft):
             logits = model(input_ids=torch.tensor([ids], device=model.device), logits_to_keep=1).logits[0, -1:]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import threading
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -91,12 +91,16 @@ class Source:
         return {"gguf_file": self.gguf_file} if self.gguf_file else {}
 
 
-def resolve_source(given: str, role: str, builtin_dir: Path | None = None) -> Source:
-    """Decide what a model string means: 'builtin', a .gguf file, a local directory, or else a hub id."""
+def resolve_source(given: str, role: str) -> Source:
+    """Decide what a model string means: 'builtin', a .gguf file, a local directory, or else a hub id.
+
+    A built-in source gets its path from prepare_builtin_sources (converting takes minutes, so it
+    runs after every cheap check of the other source).
+    """
     if given == BUILTIN:
         from . import builtin
         name = (builtin.TARGET if role == "target" else builtin.DRAFT).name
-        return Source(role, given, "builtin", str(builtin_dir), name)
+        return Source(role, given, "builtin", "", name)
     path = Path(given).expanduser()
     if path.suffix.lower() == ".gguf":
         if not path.is_file():
@@ -159,32 +163,58 @@ def resolve_quantize(flag: bool | None, device: torch.device) -> bool:
 
 
 def quantize_draft(model: Any) -> Any:
-    """int8 weights, prepacked for fbgemm: on CPU the draft's Linear layers cost several times less per token."""
-    from torch.ao.quantization import quantize_dynamic
+    """int8 weights, prepacked for fbgemm: on CPU the draft's Linear layers cost several times less per token.
 
+    The same result as torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8),
+    3-5x faster (measured on the built-in draft, 2 cores: 9.9 s -> 1.9 s): layers are quantized in
+    parallel threads (torch releases the GIL), and no throwaway zero weight is packed per layer.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    linears = [(name, module) for name, module in model.named_modules() if type(module) is torch.nn.Linear]
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # torch marks eager-mode quantization deprecated; its successor is not installed
-        return quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
+        warnings.simplefilter("ignore")  # torch marks eager-mode quantization deprecated; torchao is not installed
+        with ThreadPoolExecutor(max(1, torch.get_num_threads())) as pool:
+            quantized = list(pool.map(lambda item: quantize_linear(item[1]), linears))
+    for (name, _), module in zip(linears, quantized):
+        model.set_submodule(name, module)
+    return model
 
 
-def model_bytes(config: Any, dtype: torch.dtype) -> int:
+def quantize_linear(linear: torch.nn.Linear) -> torch.nn.Module:
+    """One Linear as quantize_dynamic converts it: per-tensor symmetric qint8 weight, float bias."""
+    from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
+    from torch.ao.quantization.qconfig import default_dynamic_qconfig
+
+    observer = default_dynamic_qconfig.weight()
+    observer(linear.weight)
+    scale, zero_point = observer.calculate_qparams()
+    weight = torch.quantize_per_tensor(linear.weight.detach().float(), float(scale), int(zero_point), torch.qint8)
+    # a 1x1 placeholder: the constructor would otherwise quantize and prepack a zero (out x in) weight
+    module = DynamicLinear(1, 1, bias_=linear.bias is not None, dtype=torch.qint8)
+    module.set_weight_bias(weight, None if linear.bias is None else linear.bias.detach())
+    module.in_features, module.out_features = linear.in_features, linear.out_features
+    return module
+
+
+def model_bytes(config: Any, dtype: torch.dtype, allow_code: bool) -> int:
     """Size of the weights in dtype, counted on a model built on the meta device (allocates nothing)."""
     from accelerate import init_empty_weights
     from transformers import AutoModelForCausalLM
 
     with init_empty_weights():
-        empty = AutoModelForCausalLM.from_config(config)
+        empty = AutoModelForCausalLM.from_config(config, trust_remote_code=allow_code)
     return sum(p.numel() for p in empty.parameters()) * dtype.itemsize
 
 
-def shard_target(requested: str, device: torch.device, config: Any, dtype: torch.dtype) -> bool:
+def shard_target(requested: str, device: torch.device, config: Any, dtype: torch.dtype, allow_code: bool) -> bool:
     """accelerate's device_map="auto" when there are several GPUs, or when the target does not fit one."""
     if device.type != "cuda" or requested not in ("auto", "cuda"):
         return False                    # an explicit cuda:N pins the model there
     if torch.cuda.device_count() > 1:
         return True
     free, _total = torch.cuda.mem_get_info(device)
-    return model_bytes(config, dtype) > GPU_HEADROOM * free
+    return model_bytes(config, dtype, allow_code) > GPU_HEADROOM * free
 
 
 # ---------------------------------------------------------------- from_pretrained with clear errors
@@ -331,6 +361,13 @@ def check_width(config: Any, tokenizer: Any, source: Source) -> None:
                              f"{len(tokenizer)} tokens of the pair's tokenizer: it cannot read every token.")
 
 
+def warm_up(model: Any, device: torch.device) -> None:
+    """One 1-token forward. The weights are memory-mapped from safetensors: this faults them in (and starts
+    the kernels' thread pools) now, so that the first measured run is not the slow one."""
+    with torch.inference_mode():
+        model(input_ids=torch.zeros((1, 1), dtype=torch.long, device=device))
+
+
 def set_pad_token(model: Any, tokenizer: Any) -> None:
     """generate() wants a pad id; models without one get the tokenizer's pad, else their first EOS."""
     generation = model.generation_config
@@ -348,43 +385,41 @@ def set_pad_token(model: Any, tokenizer: Any) -> None:
 def load_pair(spec: PairSpec, progress: Progress | None = None) -> ModelPair:
     """Load target p (and draft q unless spec.draft is None) with a shared tokenizer; see the module docstring.
 
-    Cheap checks (sources, device, remote code, vocabulary) run before any weights are read.
+    Cheap checks (device, sources, remote code, vocabulary) run before any weights are read.
     """
     allow_code = allow_remote_code(spec)
     device = resolve_device(spec.device)
     dtype = compute_dtype(device)
     quantize = resolve_quantize(spec.quantize_draft, device) and spec.draft is not None
-    prepared, report = builtin_dirs(spec, progress)
-    target = resolve_source(spec.target, "target", prepared.get("target"))
-    draft = resolve_source(spec.draft, "draft", prepared.get("draft")) if spec.draft is not None else None
+    target = resolve_source(spec.target, "target")
+    draft = resolve_source(spec.draft, "draft") if spec.draft is not None else None
+    (target, draft), report = prepare_builtin_sources((target, draft), progress)
 
     report("reading configs and tokenizers", 0.02)
     configs = {s.role: load_config(s, allow_code) for s in (target, draft)
-               if s is not None and (s.gguf_file is None or device.type == "cuda")}
-    tokenizer = load_tokenizer(target, allow_code)
-    if draft is not None and has_own_tokenizer(draft) and not same_tokenizer_files(target, draft):
-        check_vocab(tokenizer, load_tokenizer(draft, allow_code), target, draft)
-    for source in (target, draft):
-        if source is not None and source.role in configs:
-            check_width(configs[source.role], tokenizer, source)
+               if s is not None and (s.gguf_file is None or device.type == "cuda")}   # a GGUF's config costs ~13 s
+    tokenizer = pair_tokenizer(target, draft, configs, allow_code)
 
-    shard = target.role in configs and shard_target(spec.device, device, configs["target"], dtype)
-    report(f"loading the target {target.label}", 0.1)
+    shard = "target" in configs and shard_target(spec.device, device, configs["target"], dtype, allow_code)
+    report(f"loading the target {target.label}", 0.3)
     target_model = load_model(target, configs.get("target"), device, dtype, allow_code, shard)
     check_width(target_model.config, tokenizer, target)
     set_pad_token(target_model, tokenizer)
     if shard:               # inputs go where the embedding is
         device = target_model.get_input_embeddings().weight.device
-
     draft_model = None
     if draft is not None:
-        report(f"loading the draft {draft.label}", 0.7)
+        report(f"loading the draft {draft.label}", 0.55)
         draft_model = load_model(draft, configs.get("draft"), device, dtype, allow_code, shard=False)
         check_width(draft_model.config, tokenizer, draft)
         set_pad_token(draft_model, tokenizer)
         if quantize:
-            report("quantizing the draft to int8", 0.9)
+            report("quantizing the draft to int8", 0.6)
             draft_model = quantize_draft(draft_model)
+    report("warming up", 0.8)
+    for model in (target_model, draft_model):
+        if model is not None:
+            warm_up(model, device)
     report("models loaded", 1.0)
 
     names = {"target": target.label, "draft": draft.label if draft is not None else "none (n-gram drafter)",
@@ -393,18 +428,33 @@ def load_pair(spec: PairSpec, progress: Progress | None = None) -> ModelPair:
     return ModelPair(target_model, draft_model, tokenizer, device, dtype, spec, names)
 
 
-def builtin_dirs(spec: PairSpec, progress: Progress | None) -> tuple[dict[str, Path], Progress]:
-    """Prepare the built-in models the spec names (minutes, once); return their dirs and the loading bar.
+def pair_tokenizer(target: Source, draft: Source | None, configs: dict[str, Any], allow_code: bool) -> Any:
+    """The target's tokenizer, once the draft is known to share its vocabulary and both can embed it."""
+    tokenizer = load_tokenizer(target, allow_code)
+    if draft is not None and has_own_tokenizer(draft) and not same_tokenizer_files(target, draft):
+        check_vocab(tokenizer, load_tokenizer(draft, allow_code), target, draft)
+    for source in (target, draft):
+        if source is not None and source.role in configs:
+            check_width(configs[source.role], tokenizer, source)
+    return tokenizer
 
-    When a conversion runs it takes the first 90% of the bar, the loading the rest.
+
+def prepare_builtin_sources(sources: tuple[Source, Source | None], progress: Progress | None
+                            ) -> tuple[tuple[Source, Source | None], Progress]:
+    """Give built-in sources their converted directories, converting first if needed (minutes, once).
+
+    Returns the sources and the callback for the rest of the loading: a conversion takes the first
+    90% of the caller's bar.
     """
     from . import builtin
 
-    wanted = [m for m, given in ((builtin.TARGET, spec.target), (builtin.DRAFT, spec.draft)) if given == BUILTIN]
-    converting = any(not builtin.is_converted(m) for m in wanted)
-    split = 0.9 if converting else 0.0
-    dirs = builtin.prepare_models(wanted, scaled(progress, 0.0, split)) if wanted else []
-    return {m.role: d for m, d in zip(wanted, dirs)}, scaled(progress, split, 1.0 - split)
+    models = {"target": builtin.TARGET, "draft": builtin.DRAFT}
+    wanted = [s for s in sources if s is not None and s.kind == "builtin"]
+    split = 0.9 if any(not builtin.is_converted(models[s.role]) for s in wanted) else 0.0
+    dirs = builtin.prepare_models([models[s.role] for s in wanted], scaled(progress, 0.0, split)) if wanted else []
+    paths = {s.role: str(d) for s, d in zip(wanted, dirs)}
+    resolved = tuple(replace(s, path=paths[s.role]) if s is not None and s.role in paths else s for s in sources)
+    return (resolved[0], resolved[1]), scaled(progress, split, 1.0 - split)
 
 
 def scaled(progress: Progress | None, start: float, width: float) -> Progress:

@@ -1,0 +1,92 @@
+"""Step through: one real speculative run, round by round (the home page)."""
+import streamlit as st
+
+from specviz import ui
+
+ui.page_guard()
+
+PAGE = "step"
+
+st.html('<div class="sv-kicker">Speculative decoding, step by step</div>')
+st.title("A small model writes ahead, a big model checks")
+
+intro, formulas = st.columns([3, 2], gap="large")
+with intro:
+    st.markdown(
+        "A language model writes one **token** (a piece of a word) at a time, and every token costs one full pass "
+        "through the model. Big models are slow. **Speculative decoding** lets a small, fast **draft** model "
+        "(its probabilities are called **q**) guess the next **γ** tokens. The big **target** model "
+        "(probabilities **p**) then checks all the guesses in a **single** pass.\n\n"
+        "1. **Draft** — the draft model proposes d₁ … d_γ, one after the other.\n"
+        "2. **Verify** — one target pass scores every guess at once.\n"
+        "3. **Accept or reject** — guesses are kept from the left while the target agrees; "
+        "the first rejection ends the round.\n"
+        "4. **Next token** — the target adds one token of its own: a *resampled* one in place of the rejection, "
+        "or a *bonus* one if every guess was kept. Both models then forget (roll back) what was rejected.\n\n"
+        "Every round costs one target pass but can commit up to γ + 1 tokens. And the text is **exactly** what "
+        "the target alone would write — same distribution, or the very same text in greedy mode.")
+with formulas:
+    st.markdown("**The rule** (Leviathan et al. 2023; Chen et al. 2023). Keep the guess dᵢ when")
+    st.latex(r"u_i \le \min\!\Big(1,\ \frac{p(d_i)}{q(d_i)}\Big),\qquad u_i \sim U(0, 1)")
+    st.markdown("After a rejection, draw the replacement from the **residual**, what the draft under-weighted:")
+    st.latex(r"x \sim \operatorname{norm}\big(\max(0,\ p - q)\big)")
+    st.markdown("In **greedy** mode (temperature 0) a guess is kept when it is the target's top token, "
+                "and the replacement is that top token.")
+    ui.legend()
+
+settings = ui.settings()
+
+with st.container(border=True):
+    prompt = ui.prompt_picker(PAGE)
+    c1, c2, c3 = st.columns([1.2, 1.2, 4], vertical_alignment="center")
+    run = c1.button("Run", icon=":material/play_arrow:", type="primary", key=f"{PAGE}.run", disabled=ui.busy(PAGE), width="stretch")
+    c3.checkbox("Also time plain decoding of the target, to measure the speed-up (about doubles the run time)",
+                value=True, key=f"{PAGE}.baseline")
+    with c2.popover("Replay a file", width="stretch"):
+        uploaded = ui.trace_upload(PAGE)
+        recorded = ui.recorded_traces()
+        if recorded:
+            names = [name for name, _ in recorded]
+            choice = st.selectbox("…or a recorded run", names, index=None, key=f"{PAGE}.recorded_pick",
+                                  placeholder="Choose a recorded run")
+            if choice is not None and st.session_state.get(f"{PAGE}.recorded_shown") != choice:
+                st.session_state[f"{PAGE}.recorded_shown"] = choice
+                ui.adopt_trace(PAGE, dict(recorded)[choice], f"the recorded run “{choice}”")
+    if uploaded is not None:
+        ui.adopt_trace(PAGE, uploaded, "the uploaded run")
+    if run:
+        ui.launch(PAGE, settings, ui.trace_work(prompt, settings.config, settings.chat,
+                                                bool(st.session_state.get(f"{PAGE}.baseline", True))), prompt=prompt)
+    ui.show_error(PAGE)
+
+ui.live_panel(PAGE, ui.live_rounds)
+finished = ui.take_finished(PAGE)
+if finished is not None and finished.result is not None:
+    ui.adopt_trace(PAGE, finished.result, "your run")
+
+if not ui.busy(PAGE):
+    trace = st.session_state.get(f"{PAGE}.trace")
+    label = st.session_state.get(f"{PAGE}.label", "")
+    recorded = ui.recorded_traces()
+    if trace is None and recorded:
+        name, trace = recorded[0]
+        label = f"the recorded run “{name}”"
+        ui.remember(trace, label)
+    if trace is None:
+        st.info("Pick an example prompt (or type your own) and press **Run**. Rounds appear here as they are "
+                "computed; then step through them, forward and back.")
+    else:
+        names = trace.pair
+        st.subheader(f"Showing {label}")
+        c = trace.config
+        st.caption(f"target p: {names.get('target', '?')} · draft q: {names.get('draft', '?')} · "
+                   f"{names.get('device', '')} · drafter: {'draft model' if c.drafter == 'model' else 'n-gram'} · "
+                   f"γ = {c.gamma} ({c.schedule}) · {'greedy' if c.greedy else f'temperature {c.temperature:g}'}"
+                   f"{f', top-k {c.top_k}' if c.top_k else ''}{f', top-p {c.top_p:g}' if c.top_p < 1 else ''}"
+                   f" · seed {c.seed}" + (f" · {trace.note}" if trace.note else ""))
+        ui.stopped_note(trace)
+        ui.summary_metrics(trace)
+        ui.trace_viewer(PAGE, trace)
+        with st.expander("The final text, and the run as a file"):
+            st.text(trace.summary.text)
+            ui.trace_download(trace, key=f"{PAGE}.download")

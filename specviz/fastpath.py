@@ -1,0 +1,79 @@
+"""Faster CPU kernels for a loaded float32 model, same math: oneDNN linear layers with prepacked weights.
+
+Why (DESIGN.md, "Performance notes"): with few rows (one decode step, or a verify over gamma + 1
+tokens) MKL's sgemm repacks the whole weight matrix on every call, so a verify over 3-9 tokens
+costs 2-3 target steps. oneDNN can pack a weight once into its blocked layout and reuse it:
+`torch.ops.mkldnn._reorder_linear_weight` packs, `torch.ops.mkldnn._linear_pointwise` multiplies
+(the pair of ops torch.compile's CPU backend uses for dynamic shapes). The result is the same
+y = x W^T + b in float32; only the summation order inside the kernel differs (about 1e-6
+relative), as it already does between MKL's 1-row and many-row kernels.
+
+The model is converted in place and is then for inference only (no gradients, no save_pretrained).
+It must be applied to the target for every method that is compared (baseline, speculative,
+transformers' assisted generation), which is the case when the loaded pair's target is converted.
+Quantized (int8) layers, other dtypes and non-CPU devices are left as they are.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def prepack_available() -> bool:
+    """oneDNN is compiled in and enabled, and the two private ops exist in this torch."""
+    mkldnn = getattr(torch.ops, "mkldnn", None)
+    return bool(
+        torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled and mkldnn is not None
+        and hasattr(mkldnn, "_reorder_linear_weight") and hasattr(mkldnn, "_linear_pointwise"))
+
+
+class PrepackedLinear(nn.Module):
+    """A float32 nn.Linear whose weight lives in oneDNN's blocked layout, packed once at conversion."""
+
+    def __init__(self, linear: nn.Linear, batch_hint: int = 1):
+        super().__init__()
+        self.in_features = linear.in_features
+        self.out_features = linear.out_features
+        weight = linear.weight.detach()
+        # A buffer, not a parameter: it is an opaque packed tensor, not a trainable weight.
+        self.register_buffer("packed_weight", torch.ops.mkldnn._reorder_linear_weight(weight, batch_hint),
+                             persistent=False)
+        bias = linear.bias.detach().clone() if linear.bias is not None else None
+        self.register_buffer("bias", bias, persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype != torch.float32 or x.device.type != "cpu" or x.requires_grad:
+            raise RuntimeError("PrepackedLinear runs float32 inference on CPU only")
+        return torch.ops.mkldnn._linear_pointwise(x.contiguous(), self.packed_weight, self.bias, "none", [], "")
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, oneDNN prepacked"
+
+
+def _convertible(module: nn.Module) -> bool:
+    return (type(module) is nn.Linear and module.weight.dtype == torch.float32
+            and module.weight.device.type == "cpu" and module.weight.dim() == 2)
+
+
+@torch.inference_mode()
+def prepack_linears(model: nn.Module) -> int:
+    """Replace every float32 CPU nn.Linear of model (in place) with a PrepackedLinear; return how many.
+
+    A no-op (returns 0) when oneDNN is not available, on GPUs, for quantized or non-float32 layers.
+    A weight tied to another module (the LM head and the input embedding) stays in place for that
+    module; the packed copy is extra memory (for Qwen2.5-1.5B: 0.9 GB).
+    """
+    if not prepack_available():
+        return 0
+    targets = [(name, module) for name, module in model.named_modules() if _convertible(module)]
+    for name, module in targets:
+        parent_name, _, child = name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        setattr(parent, child, PrepackedLinear(module))
+    if targets:
+        model._specviz_prepacked = len(targets)
+    return len(targets)
+
+
+def is_prepacked(model: nn.Module) -> bool:
+    return bool(getattr(model, "_specviz_prepacked", 0))

@@ -1,0 +1,338 @@
+"""Every page of the app through streamlit.testing.v1.AppTest, with the tiny random pair injected
+(SPECVIZ_PAIR=tiny), and the inputs a user can get wrong. Nothing here may show a traceback."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from specviz import theory
+from specviz.trace import load_trace
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+TINY_TRACE = ROOT / "tests" / "data" / "tiny_trace.json"
+
+
+@pytest.fixture
+def app(monkeypatch, tmp_path):
+    """The app on the tiny pair, with no recorded runs (an empty traces folder)."""
+    monkeypatch.setenv("SPECVIZ_PAIR", "tiny")
+    monkeypatch.setenv("SPECVIZ_TRACES_DIR", str(tmp_path / "no-traces"))
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    assert not at.exception
+    return at
+
+
+def go(at: AppTest, page: str) -> AppTest:
+    at.switch_page(f"pages/{page}.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def finish(at: AppTest, page: str, timeout: float = 120):
+    """Wait for the page's background run, then rerun the script so that the page takes its result."""
+    job = at.session_state[f"{page}.job"]
+    assert job.join(timeout), f"the {page} run did not finish in {timeout} s"
+    at.run()
+    assert not at.exception, at.exception
+    assert job.consumed
+    return job
+
+
+def html_of(at: AppTest) -> str:
+    return "\n".join(h.value for h in at.html)
+
+
+def texts(elements) -> list[str]:
+    return [e.value for e in elements]
+
+
+def metric(at: AppTest, label: str) -> str:
+    found = [m.value for m in at.metric if m.label == label]
+    assert found, f"no metric {label!r} among {[m.label for m in at.metric]}"
+    return found[0]
+
+
+# --- Step through ---------------------------------------------------------------------------------
+
+def test_home_page_explains_and_offers_a_run(app):
+    assert "A small model writes ahead" in app.title[0].value
+    assert any("u_i \\le \\min" in l.value for l in app.latex)
+    assert app.button(key="step.run").label == "Run"
+    assert any("press **Run**" in i.value for i in app.info)     # no recorded run in this test
+
+
+def test_step_run_shows_chips_verdicts_and_speedup(app):
+    app.button(key="step.run").click().run()
+    job = finish(app, "step")
+    assert job.state == "done", job.error
+    trace = app.session_state["step.trace"]
+    assert trace.summary.new_tokens == 32 and trace.baseline_summary is not None
+    assert metric(app, "Speed-up").endswith("×")
+    assert metric(app, "New tokens") == "32"
+    # Go to a round with a rejection, with the slider.
+    k = next(r.index for r in trace.rounds if r.rejection_index is not None)
+    app.slider(key="step.slider").set_value(k + 1).run()
+    assert not app.exception
+    page = html_of(app)
+    rejected = trace.rounds[k]
+    assert f"Round {k + 1}</b> of {len(trace.rounds)}" in page
+    assert "✗ rejected" in page and 'class="sv-chip sv-rejected"' in page
+    assert ("✓ accepted" in page) == (rejected.n_accepted > 0)
+    assert "↻ correction: argmax p" in page                    # greedy: the correction is argmax p
+    assert "Target (p) cache" in page and "rolled back" in page
+    assert 'class="sv-t sv-accepted' in page or 'class="sv-t sv-resampled' in page
+    # A round where everything was accepted shows the bonus token.
+    full = [r.index for r in trace.rounds if r.rejection_index is None and r.drafted]
+    if full:
+        app.slider(key="step.slider").set_value(full[0] + 1).run()
+        assert "★ bonus" in html_of(app)
+
+
+def test_step_buttons_move_between_rounds(app):
+    app.button(key="step.run").click().run()
+    finish(app, "step")
+    assert app.session_state["step.round"] == 0
+    app.button(key="step.next").click().run()
+    assert app.session_state["step.round"] == 1
+    app.button(key="step.last").click().run()
+    n = len(app.session_state["step.trace"].rounds)
+    assert app.session_state["step.round"] == n - 1
+    app.button(key="step.prev").click().run()
+    assert app.session_state["step.round"] == n - 2
+    app.button(key="step.first").click().run()
+    assert app.session_state["step.round"] == 0
+    app.button(key="step.play").click().run()
+    assert app.session_state["step.playing"] is True
+    app.button(key="step.pause").click().run()
+    assert app.session_state["step.playing"] is False
+    assert not app.exception
+
+
+def test_stop_cancels_between_rounds_and_leaves_the_app_ready(app):
+    app.number_input(key="cfg.max_new_tokens").set_value(1024).run()
+    app.button(key="step.run").click().run()
+    job = app.session_state["step.job"]
+    assert app.button(key="step.stop")                       # the live panel with its Stop button
+    app.button(key="step.stop").click().run()
+    finish(app, "step")
+    assert job.state == "cancelled"
+    trace = app.session_state["step.trace"]
+    assert trace.summary.finish_reason == "cancelled" and trace.summary.new_tokens < 1024
+    assert any("Stopped" in w.value for w in app.warning)
+    # Ready again: a normal run works.
+    app.number_input(key="cfg.max_new_tokens").set_value(16).run()
+    app.button(key="step.run").click().run()
+    assert finish(app, "step").state == "done"
+
+
+def test_a_session_that_must_wait_for_the_models_says_so(app):
+    from specviz import ui
+    app.button(key="step.run").click().run()
+    finish(app, "step")
+    pair = ui.pair_loader(app.session_state["settings"].spec).pair
+    assert pair is not None
+    with pair.lock:                                         # another session's run holds the models
+        app.button(key="step.run").click().run()
+        job = app.session_state["step.job"]
+        deadline = time.monotonic() + 10
+        while job.state != "waiting" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        app.run()
+        assert job.state == "waiting"
+        assert any("Another run" in i.value and "waiting" in i.value for i in app.info)
+    assert finish(app, "step").state == "done"
+
+
+def test_recorded_run_shows_at_once(monkeypatch):
+    monkeypatch.setenv("SPECVIZ_PAIR", "tiny")
+    monkeypatch.setenv("SPECVIZ_TRACES_DIR", str(TINY_TRACE.parent))
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    assert not at.exception
+    assert any("recorded run “tiny trace”" in s.value for s in at.subheader)
+    page = html_of(at)
+    assert 'class="sv-chip sv-' in page and "Round 1</b>" in page
+    assert metric(at, "Speed-up").endswith("×")                # the recording includes plain decoding
+
+
+def test_download_then_upload_replays_without_models(app):
+    data = TINY_TRACE.read_bytes()
+    app.button(key="step.run")                               # the page is there
+    uploader = app.get("file_uploader")[0]
+    uploader.set_value(("run.json", data, "application/json")).run()
+    assert not app.exception
+    assert any("uploaded run" in s.value for s in app.subheader)
+    assert app.session_state["step.trace"] == load_trace(TINY_TRACE)
+    assert app.get("download_button")                        # any run can be downloaded again
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"{not json", "not a JSON file"),
+    (json.dumps({"hello": 1}).encode(), "not a specviz trace"),
+    (json.dumps({"format": "specviz-trace", "version": 99}).encode(), "version 99"),
+])
+def test_bad_trace_upload_gives_an_error(app, content, message):
+    app.get("file_uploader")[0].set_value(("bad.json", content, "application/json")).run()
+    assert not app.exception
+    errors = texts(app.error)
+    assert any(message in e and "cannot be replayed" in e for e in errors), errors
+    app.button(key="step.run").click().run()                 # still usable
+    assert finish(app, "step").state == "done"
+
+
+# --- bad input ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("prompt, message", [("", "the prompt is empty"), ("   ", "the prompt is empty"),
+                                             ("x" * 8001, "the limit is 8000")])
+def test_bad_prompts_give_an_error(app, prompt, message):
+    app.text_area(key="step.prompt").set_value(prompt).run()
+    app.button(key="step.run").click().run()
+    assert not app.exception
+    assert "step.job" not in app.session_state
+    assert any(message in e for e in texts(app.error)), texts(app.error)
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("cfg.gamma", 40, "gamma must be between 1 and 32"),
+    ("cfg.gamma", 0, "gamma must be between 1 and 32"),
+    ("cfg.max_new_tokens", 5000, "max new tokens must be between 1 and 1024"),
+    ("cfg.top_k", -3, "top-k must be >= 0"),
+])
+def test_settings_out_of_range_give_an_error(app, key, value, message):
+    app.number_input(key=key).set_value(value).run()
+    assert not app.exception
+    assert any(message in e for e in texts(app.sidebar.error)), texts(app.sidebar.error)
+    app.button(key="step.run").click().run()
+    assert "step.job" not in app.session_state
+    assert any("Fix the settings" in e and message in e for e in texts(app.main.error))
+
+
+def test_unknown_model_gives_an_error_and_the_app_stays_usable(app, monkeypatch):
+    monkeypatch.delenv("SPECVIZ_PAIR")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    app.selectbox(key="cfg.preset").set_value("Custom: hub ids or local paths").run()
+    app.text_input(key="cfg.custom_target").set_value("no-such-org/no-such-model-xyz").run()
+    app.button(key="cfg.apply").click().run()
+    from specviz import ui
+    loader = ui.pair_loader(app.session_state["settings"].spec)
+    assert loader.wait(60)
+    app.run()
+    assert not app.exception
+    assert loader.state == "failed" and "no-such-model-xyz" in loader.error
+    assert any("could not be loaded" in e for e in texts(app.sidebar.error))
+    app.button(key="step.run").click().run()
+    assert not app.exception and "step.job" not in app.session_state
+    assert any("could not be loaded" in e for e in texts(app.main.error))
+
+
+# --- Race -----------------------------------------------------------------------------------------
+
+def test_race_runs_both_and_checks_greedy_identity(app):
+    go(app, "race")
+    app.button(key="race.run").click().run()
+    job = finish(app, "race")
+    assert job.state == "done"
+    trace = app.session_state["race.trace"]
+    assert trace.summary.token_ids == trace.baseline_summary.token_ids
+    assert any("Identical texts" in s.value for s in app.success)
+    assert metric(app, "Speed-up").endswith("×")
+    assert metric(app, "Plain tok/s") != ""
+    page = html_of(app)
+    assert "Speculative decoding (draft + target)" in page and "Plain decoding (target alone)" in page
+    assert len(app.get("plotly_chart")) == 2                 # the phase timeline and tokens over time
+
+
+# --- Theory ---------------------------------------------------------------------------------------
+
+def brute_force_optimal_gamma(a: float, c: float) -> int:
+    values = {g: (1 - a ** (g + 1)) / ((1 - a) * (g * c + 1)) for g in range(1, 17)}
+    return max(values, key=values.get)
+
+
+@pytest.mark.parametrize("a, g, c", [(0.8, 4, 0.1), (0.9, 3, 0.05), (0.5, 8, 0.3)])
+def test_theory_shows_the_optimal_gamma(app, a, g, c):
+    go(app, "theory")
+    app.slider(key="theory.a").set_value(a)
+    app.slider(key="theory.g").set_value(g)
+    app.slider(key="theory.c").set_value(c).run()
+    assert not app.exception
+    assert metric(app, "Optimal γ") == str(brute_force_optimal_gamma(a, c))
+    assert metric(app, "Speed-up") == f"{theory.speedup(a, g, c):.2f}×"
+    assert metric(app, "Tokens per round") == f"{(1 - a ** (g + 1)) / (1 - a):.2f}"
+
+
+def test_theory_known_value(app):
+    go(app, "theory")  # defaults a = 0.8, c = 0.1: gamma 6 is best (2.47x against 2.40x at gamma 4)
+    assert metric(app, "Optimal γ") == "6"
+
+
+def test_theory_plots_this_sessions_runs(app):
+    app.button(key="step.run").click().run()
+    finish(app, "step")
+    go(app, "theory")
+    tables = app.dataframe
+    assert tables, "the measured-runs table is missing"
+    table = tables[0].value
+    assert "measured speed-up" in table.columns and len(table) == 1
+    assert table["c"].iloc[0] > 0 and 0 <= table["a"].iloc[0] <= 1
+
+
+# --- Acceptance lab -------------------------------------------------------------------------------
+
+def test_lab_batch_tables_and_drafter_comparison(app):
+    go(app, "acceptance_lab")
+    app.multiselect(key="lab.categories").set_value(["code", "repetition"])
+    app.multiselect(key="lab.schedules").set_value(["constant", "adaptive"])
+    app.number_input(key="cfg.max_new_tokens").set_value(16).run()
+    app.button(key="lab.run").click().run()
+    job = finish(app, "lab")
+    assert job.state == "done", job.error
+    runs = app.session_state["lab.runs"]
+    assert len(runs) == 2 * 2 * 2                               # categories x drafters x schedules
+    tables = app.dataframe
+    assert len(tables[0].value) == 8 and "acceptance rate" in tables[0].value.columns
+    comparison = tables[1].value
+    assert "draft model: acceptance" in comparison.columns and "n-gram: acceptance" in comparison.columns
+    assert len(app.get("plotly_chart")) >= 5                    # position, category, temperature, drafter, gamma
+    assert 'class="sv-t sv-' in html_of(app)                    # one run's text coloured by acceptance
+
+
+# --- Lossless -------------------------------------------------------------------------------------
+
+def test_lossless_matches_p_and_the_broken_variant_drifts(app):
+    go(app, "lossless")
+    app.button(key="lossless.run").click().run()
+    assert finish(app, "lossless").state == "done"
+    tv_spec = float(metric(app, "TV(speculative, p)"))
+    tv_direct = float(metric(app, "TV(direct samples of p, p)"))
+    tv_pq = float(metric(app, "TV(q, p) exact"))
+    assert tv_pq > 0.05                                       # the draft really differs from the target
+    assert tv_spec < max(2.5 * tv_direct, 0.02)
+    assert any("match p" in s.value for s in app.success)
+    app.toggle(key="lossless.broken").set_value(True).run()
+    assert not app.exception
+    broken = float(metric(app, "TV(speculative, p)"))
+    assert broken > 2 * tv_spec and broken > tv_direct
+    assert any("Broken" in e for e in texts(app.error))
+
+
+def test_lossless_greedy_sidebar_still_samples(app):
+    assert app.session_state["cfg.temperature"] == 0.0
+    go(app, "lossless")
+    assert app.slider(key="lossless.temperature").value == 1.0
+
+
+# --- every page renders on its own ---------------------------------------------------------------
+
+@pytest.mark.parametrize("page, title", [("step_through", "A small model"), ("race", "Race"),
+                                         ("theory", "Theory"), ("acceptance_lab", "Acceptance lab"),
+                                         ("lossless", "Lossless")])
+def test_every_page_renders(app, page, title):
+    go(app, page)
+    assert title in app.title[0].value
+    assert app.sidebar.selectbox(key="cfg.preset")             # the shared sidebar is on every page

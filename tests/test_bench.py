@@ -1,0 +1,138 @@
+"""The benchmark on the tiny pair: the JSON's structure, identical greedy texts, the theory's numbers."""
+import argparse
+import json
+
+import pytest
+
+from specviz.bench import (BenchSettings, PeakMemory, add_arguments, curve_time, format_curve, format_table,
+                           load_prompts, run_benchmark)
+from specviz.config import ConfigError, SpecConfig
+from specviz.tiny import tiny_pair
+from specviz.theory import expected_tokens
+
+PROMPTS = {
+    "code": ["def add(a, b):\n    return a + b\n\ndef add(a, b):", "for i in range(10):\n    print(i)\n"],
+    "prose": ["The quick brown fox jumps over the lazy dog. The quick"],
+}
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return tiny_pair()
+
+
+@pytest.fixture(scope="module")
+def greedy_doc(pair):
+    settings = BenchSettings(config=SpecConfig(gamma=4, max_new_tokens=12), chat=False, curve_gammas=3,
+                             curve_repeats=1, methods=("baseline", "speculative", "hf_assisted", "hf_matched"))
+    return run_benchmark(pair, PROMPTS, settings)
+
+
+def test_json_structure(greedy_doc):
+    doc = json.loads(json.dumps(greedy_doc))  # it is plain JSON
+    assert doc["format"] == "specviz-bench" and doc["version"] == 1
+    assert set(doc["categories"]) == {"code", "prose"}
+    methods = ["baseline", "speculative", "hf_assisted", "hf_matched"]
+    assert doc["settings"]["methods"] == methods
+    for summary in list(doc["categories"].values()) + [doc["overall"]]:
+        assert set(summary["tokens_per_second"]) == set(methods)
+        assert all(v > 0 for v in summary["tokens_per_second"].values())
+        assert summary["speedup"]["baseline"] == pytest.approx(1.0)
+        assert summary["ratio_to_hf"]["hf_assisted"] == pytest.approx(
+            summary["tokens_per_second"]["speculative"] / summary["tokens_per_second"]["hf_assisted"])
+        assert 0.0 <= summary["acceptance_rate"] <= 1.0
+        assert summary["mean_accepted_per_round"] >= 0.0
+        assert 0.0 <= summary["bookkeeping_share"] < 1.0
+        for method in methods:
+            assert summary["memory"][method]["peak_rss_bytes"] > 0
+    assert doc["overall"]["prompts"] == 3
+    assert len(doc["runs"]) == 3 * len(methods)
+    assert all(r["new_tokens"] == 12 for r in doc["runs"])
+    curve = doc["verify_curve"]
+    assert curve["gamma"] == [0, 1, 2, 3] and len(curve["target_seconds"]) == 4
+    assert all(t > 0 for t in curve["target_seconds"]) and curve["cost_ratio_c"] > 0
+
+
+def test_greedy_texts_identical(greedy_doc):
+    assert greedy_doc["overall"]["identical"] is True
+    assert all(s["identical"] is True for s in greedy_doc["categories"].values())
+    by_prompt = {}
+    for run in greedy_doc["runs"]:
+        by_prompt.setdefault((run["category"], run["prompt_index"]), set()).add(tuple(run["token_ids"]))
+    assert all(len(outputs) == 1 for outputs in by_prompt.values())
+
+
+def test_efficiency_is_measured_over_predicted(greedy_doc):
+    """Recompute the prediction from the runs and the curve, as the module docstring defines it."""
+    curve = greedy_doc["verify_curve"]
+    for category, summary in greedy_doc["categories"].items():
+        runs = [r for r in greedy_doc["runs"] if r["category"] == category and r["method"] == "speculative"]
+        accepted = sum(r["stats"]["accepted"] for r in runs)
+        checked = sum(r["stats"]["checked"] for r in runs)
+        a = accepted / checked
+        assert summary["acceptance_rate"] == pytest.approx(a)
+        gammas = [g for r in runs for g in r["stats"]["drafted_per_round"]]
+        t_target, t_draft = curve["target_step_seconds"], curve["draft_step_seconds"]
+        predicted = (sum(expected_tokens(a, g) for g in gammas) * t_target
+                     / sum(g * t_draft + curve_time(curve, g) for g in gammas))
+        assert summary["predicted_speedup"] == pytest.approx(predicted)
+        assert summary["efficiency"] == pytest.approx(summary["speedup"]["speculative"] / predicted)
+        c = t_draft / t_target
+        leviathan = sum(expected_tokens(a, g) for g in gammas) / sum(g * c + 1 for g in gammas)
+        assert summary["leviathan_speedup"] == pytest.approx(leviathan)
+        assert summary["cost_ratio_c"] == pytest.approx(c)
+
+
+def test_constant_gamma_prediction_is_leviathans_formula():
+    curve = {"target_seconds": [1.0, 1.5, 1.7], "target_step_seconds": 1.0, "draft_step_seconds": 0.1}
+    a, g = 0.8, 2
+    assert curve_time(curve, 2) == 1.7
+    assert curve_time(curve, 4) == pytest.approx(1.7 + 2 * 0.2)  # extended linearly past its end
+    measured_prediction = expected_tokens(a, g) * 1.0 / (g * 0.1 + 1.7)
+    assert measured_prediction == pytest.approx((1 - a ** 3) / (1 - a) / 1.9)
+
+
+def test_table_and_curve_print(greedy_doc):
+    table = format_table(greedy_doc)
+    lines = table.splitlines()
+    assert lines[0].split()[:2] == ["category", "n"]
+    assert any(line.startswith("code") for line in lines) and any(line.startswith("overall") for line in lines)
+    assert "yes" in next(line for line in lines if line.startswith("overall"))
+    assert "x one token" in format_curve(greedy_doc["verify_curve"])
+
+
+def test_sampling_has_no_identity_flag(pair):
+    settings = BenchSettings(config=SpecConfig(gamma=3, temperature=1.0, max_new_tokens=8, seed=1), chat=False,
+                             curve_gammas=1, curve_repeats=1, warmup=False,
+                             methods=("baseline", "speculative", "hf_assisted"))
+    doc = run_benchmark(pair, {"code": PROMPTS["code"][:1]}, settings)
+    assert "identical" not in doc["overall"]
+    assert doc["overall"]["tokens_per_second"]["hf_assisted"] > 0
+
+
+def test_peak_memory_reads_something(pair):
+    memory = PeakMemory(pair.device)
+    memory.reset()
+    blob = bytearray(64 << 20)  # noqa: F841 - 64 MiB resident while we read the peak
+    blob[::4096] = b"x" * len(blob[::4096])
+    assert memory.read()["peak_rss_bytes"] >= 64 << 20
+
+
+def test_prompt_file_and_settings_errors(tmp_path):
+    path = tmp_path / "prompts.json"
+    path.write_text(json.dumps({"code": ["a", "b", "c"], "prose": ["d"]}))
+    assert load_prompts(path, ["code"], per_category=2) == {"code": ["a", "b"]}
+    with pytest.raises(ConfigError, match="unknown category"):
+        load_prompts(path, ["poetry"])
+    with pytest.raises(ConfigError, match="baseline"):
+        BenchSettings(config=SpecConfig(), methods=("speculative",)).validate()
+    with pytest.raises(ConfigError, match="unknown method"):
+        BenchSettings(config=SpecConfig(), methods=("baseline", "fast")).validate()
+
+
+def test_cli_arguments_parse():
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--categories", "code,prose", "--max-new-tokens", "8", "--gamma", "3",
+                              "--schedule", "constant", "--drafter", "model", "--repeats", "2"])
+    assert args.categories == "code,prose" and args.max_new_tokens == 8 and args.repeats == 2

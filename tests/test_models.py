@@ -1,0 +1,316 @@
+"""Loading model pairs: sources, refusals with clear messages, the built-in pair's assembly and cache.
+
+Fast tests use tiny random Llama models saved to tmp dirs and fake part packages; the `real` test loads
+the built-in pair when it has been prepared (python -m specviz prepare).
+"""
+from __future__ import annotations
+
+import hashlib
+import string
+from pathlib import Path
+
+import pytest
+import torch
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+from specviz import builtin
+from specviz.models import (ModelLoadError, PairSpec, allow_remote_code, load_pair, quantize_draft, resolve_device,
+                            resolve_quantize, resolve_source)
+
+
+# ---------------------------------------------------------------- tiny local models
+
+def tiny_tokenizer(symbols: str) -> PreTrainedTokenizerFast:
+    """One token per character of `symbols`, plus <eos> and <unk>; no pad token (load_pair must add one)."""
+    vocab = {s: i for i, s in enumerate(["<eos>", "<unk>", *dict.fromkeys(symbols)])}
+    core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
+    return PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<eos>", unk_token="<unk>")
+
+
+def save_tiny(folder: Path, symbols: str | None, vocab_size: int | None = None, seed: int = 0) -> Path:
+    """A random 1-layer Llama in folder, with a tokenizer over `symbols` (None: weights only).
+
+    Llama, not Qwen2: AutoTokenizer reads a generic tokenizer saved next to a qwen2 config as a
+    Qwen2Tokenizer, which adds <|endoftext|> (one token more than the model has rows).
+    """
+    tokenizer = tiny_tokenizer(symbols) if symbols is not None else None
+    size = vocab_size or len(tokenizer)
+    config = LlamaConfig(vocab_size=size, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, eos_token_id=0, tie_word_embeddings=False)
+    torch.manual_seed(seed)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(folder)
+    return folder
+
+
+LETTERS = string.ascii_lowercase + " "
+
+
+def test_local_pair_loads_with_names_quantized_draft_and_pad_token(tmp_path):
+    target = save_tiny(tmp_path / "target", LETTERS, seed=0)
+    draft = save_tiny(tmp_path / "draft", LETTERS, seed=1)
+    pair = load_pair(PairSpec(target=str(target), draft=str(draft), device="cpu"))
+
+    assert pair.names == {"target": str(target), "draft": str(draft), "device": "cpu", "dtype": "float32",
+                          "draft_quantized": "int8"}
+    assert pair.dtype == torch.float32 and pair.device == torch.device("cpu")
+    assert not pair.target.training and not pair.draft.training
+    assert pair.target.generation_config.pad_token_id == 0          # the tokenizer has none: the EOS stands in
+    int8 = torch.ao.nn.quantized.dynamic.Linear
+    assert any(isinstance(m, int8) for m in pair.draft.modules())
+    assert not any(type(m) is torch.nn.Linear for m in pair.draft.modules())
+    assert not any(isinstance(m, int8) for m in pair.target.modules())          # never the target
+    ids = torch.tensor([pair.tokenizer("abc")["input_ids"]])
+    assert pair.draft(ids).logits.shape == (1, 3, len(LETTERS) + 2)
+
+
+def test_quantization_can_be_turned_off_and_no_draft_needs_only_the_target(tmp_path):
+    target = save_tiny(tmp_path / "target", LETTERS)
+    unquantized = load_pair(PairSpec(target=str(target), draft=str(target), device="cpu", quantize_draft=False))
+    assert unquantized.names["draft_quantized"] == "no"
+    assert any(type(m) is torch.nn.Linear for m in unquantized.draft.modules())
+
+    alone = load_pair(PairSpec(target=str(target), draft=None, device="cpu"))
+    assert alone.draft is None and alone.tokenizer is not None
+    assert alone.names["draft"].startswith("none") and alone.names["draft_quantized"] == "no"
+
+
+def test_fast_draft_quantization_matches_torch_quantize_dynamic(tmp_path):
+    import copy
+    import warnings
+
+    folder = save_tiny(tmp_path / "model", LETTERS)
+    model = LlamaForCausalLM.from_pretrained(folder).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reference = torch.ao.quantization.quantize_dynamic(copy.deepcopy(model), {torch.nn.Linear}, dtype=torch.qint8)
+    ours = quantize_draft(copy.deepcopy(model))
+    ids = torch.tensor([[3, 5, 7, 9, 2]])
+    with torch.inference_mode():
+        assert torch.equal(ours(ids).logits, reference(ids).logits)
+        assert not torch.equal(ours(ids).logits, model(ids).logits)          # it did quantize
+
+
+def test_vocabulary_mismatch_is_refused_naming_both_models_and_sizes(tmp_path):
+    target = save_tiny(tmp_path / "letters", LETTERS)                 # 29 tokens
+    draft = save_tiny(tmp_path / "digits", "0123456789")              # 12 tokens
+    with pytest.raises(ModelLoadError) as caught:
+        load_pair(PairSpec(target=str(target), draft=str(draft), device="cpu"))
+    message = str(caught.value)
+    assert "do not share a vocabulary" in message
+    assert str(target) in message and str(draft) in message
+    assert "29 vs 12 tokens" in message
+
+
+def test_same_size_but_reordered_vocabulary_is_refused(tmp_path):
+    target = save_tiny(tmp_path / "forward", "abcdef")
+    draft = save_tiny(tmp_path / "backward", "fedcba")
+    with pytest.raises(ModelLoadError, match=r"8 vs 8 tokens, 6 of them with other ids"):
+        load_pair(PairSpec(target=str(target), draft=str(draft), device="cpu"))
+
+
+def test_draft_without_tokenizer_shares_the_target_one_but_must_embed_every_token(tmp_path):
+    target = save_tiny(tmp_path / "target", LETTERS)
+    bare = save_tiny(tmp_path / "bare", None, vocab_size=len(LETTERS) + 2 + 3)    # a padded head is fine
+    pair = load_pair(PairSpec(target=str(target), draft=str(bare), device="cpu"))
+    assert pair.draft.config.vocab_size == len(pair.tokenizer) + 3
+
+    small = save_tiny(tmp_path / "small", None, vocab_size=10)
+    with pytest.raises(ModelLoadError, match=r"has 10 embedding rows, fewer than the 29 tokens"):
+        load_pair(PairSpec(target=str(target), draft=str(small), device="cpu"))
+
+
+# ---------------------------------------------------------------- sources, devices, remote code
+
+def test_unknown_hub_id_says_not_found_and_network_needed(monkeypatch):
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)   # read once at import
+    with pytest.raises(ModelLoadError) as caught:
+        load_pair(PairSpec(target="specviz-tests/no-such-model", draft=None, device="cpu"))
+    message = str(caught.value)
+    assert "'specviz-tests/no-such-model' was not found" in message
+    assert "not in the Hugging Face cache" in message and "network" in message and "HF_HUB_OFFLINE" in message
+
+
+def test_paths_that_do_not_exist_are_named(tmp_path):
+    with pytest.raises(ModelLoadError, match="directory ./no/such/dir does not exist"):
+        resolve_source("./no/such/dir", "target")
+    with pytest.raises(ModelLoadError, match="GGUF file .*missing.gguf does not exist"):
+        resolve_source(str(tmp_path / "missing.gguf"), "draft")
+    (tmp_path / "weights.bin").write_bytes(b"x")
+    with pytest.raises(ModelLoadError, match="is a file"):
+        resolve_source(str(tmp_path / "weights.bin"), "target")
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF")
+    source = resolve_source(str(gguf), "target")
+    assert (source.kind, source.path, source.gguf_file) == ("gguf", str(tmp_path), "model.gguf")
+    assert resolve_source("Qwen/Qwen2.5-0.5B-Instruct", "draft").kind == "hub"
+
+
+def test_devices_and_quantization_flags():
+    assert resolve_device("cpu") == torch.device("cpu")
+    with pytest.raises(ModelLoadError, match="Unknown device 'tpu'"):
+        resolve_device("tpu")
+    if not torch.cuda.is_available():
+        assert resolve_device("auto").type in ("cpu", "mps")
+        with pytest.raises(ModelLoadError, match="no CUDA GPU"):
+            resolve_device("cuda")
+    assert resolve_quantize(None, torch.device("cpu")) is True
+    assert resolve_quantize(None, torch.device("cuda", 0)) is False
+    with pytest.raises(ModelLoadError, match="CPU only"):
+        resolve_quantize(True, torch.device("cuda", 0))
+
+
+def remote_code_model(folder: Path) -> Path:
+    """A config whose model type only its own (untrusted) module defines; importing it leaves a trace."""
+    folder.mkdir()
+    (folder / "config.json").write_text(
+        '{"model_type": "specviz-custom", "auto_map": {"AutoConfig": "configuration_custom.CustomConfig", '
+        '"AutoModelForCausalLM": "modeling_custom.CustomModel"}}')
+    (folder / "configuration_custom.py").write_text(
+        f"open({str(folder / 'EXECUTED')!r}, 'w').write('ran')\n"
+        "from transformers import PretrainedConfig\n"
+        "class CustomConfig(PretrainedConfig):\n    model_type = 'specviz-custom'\n")
+    return folder
+
+
+def test_remote_code_is_refused_unless_opted_in(tmp_path, monkeypatch):
+    monkeypatch.delenv("SPECVIZ_TRUST_REMOTE_CODE", raising=False)
+    folder = remote_code_model(tmp_path / "custom")
+    with pytest.raises(ModelLoadError) as caught:
+        load_pair(PairSpec(target=str(folder), draft=None, device="cpu"))
+    assert "SPECVIZ_TRUST_REMOTE_CODE=1" in str(caught.value) and "custom code" in str(caught.value)
+    assert not (folder / "EXECUTED").exists()
+
+    assert not allow_remote_code(PairSpec())
+    assert allow_remote_code(PairSpec(trust_remote_code=True))
+    monkeypatch.setenv("SPECVIZ_TRUST_REMOTE_CODE", "1")
+    assert allow_remote_code(PairSpec())
+
+
+# ---------------------------------------------------------------- built-in parts: assemble and verify
+
+def fake_parts(site: Path, chunks: list[bytes], package: str = "specviz-fake-part") -> builtin.BuiltinModel:
+    """Install fake part packages (dist-info + module/data/partNN.bin) under site, like pip would."""
+    for index, data in enumerate(chunks, start=1):
+        name = f"{package}{index}"
+        module = name.replace("-", "_")
+        info = site / f"{module}-1.0.0.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0.0\n")
+        (site / module / "data").mkdir(parents=True)
+        (site / module / "data" / f"part{index:02d}.bin").write_bytes(data)
+    whole = b"".join(chunks)
+    return builtin.BuiltinModel(
+        role="target", name="fake", slug="fake-model", package=package, version="1.0.0", size=len(whole),
+        sha256=hashlib.sha256(whole).hexdigest(),
+        part_sha256=tuple(hashlib.sha256(c).hexdigest() for c in chunks), converted_size=1000)
+
+
+CHUNKS = [b"GGUF" + bytes(range(256)) * 3, b"second part" * 50, b"the last one"]
+
+
+@pytest.fixture
+def site(tmp_path, monkeypatch) -> Path:
+    folder = tmp_path / "site"
+    folder.mkdir()
+    monkeypatch.syspath_prepend(str(folder))
+    return folder
+
+
+def test_assemble_concatenates_parts_in_order(site, tmp_path):
+    model = fake_parts(site, CHUNKS)
+    seen = []
+    builtin.assemble(model, tmp_path / "out.gguf", lambda message, fraction: seen.append(fraction))
+    assert (tmp_path / "out.gguf").read_bytes() == b"".join(CHUNKS)
+    assert seen and seen[-1] == 1.0
+
+
+def test_corrupt_part_names_the_package_to_reinstall(site, tmp_path):
+    model = fake_parts(site, CHUNKS)
+    path = site / "specviz_fake_part2" / "data" / "part02.bin"
+    path.write_bytes(b"x" + path.read_bytes()[1:])
+    with pytest.raises(ModelLoadError) as caught:
+        builtin.assemble(model, tmp_path / "out.gguf")
+    assert "pip install --force-reinstall specviz-fake-part2==1.0.0" in str(caught.value)
+    assert "wrong SHA-256" in str(caught.value)
+    assert not (tmp_path / "out.gguf").exists()                # no half file left behind
+
+
+def test_missing_part_file_or_package_names_the_package(site, tmp_path):
+    model = fake_parts(site, CHUNKS)
+    (site / "specviz_fake_part3" / "data" / "part03.bin").unlink()
+    reinstall = r"missing .*Fix: pip install --force-reinstall specviz-fake-part3==1\.0\.0"
+    with pytest.raises(ModelLoadError, match=reinstall):
+        builtin.assemble(model, tmp_path / "out.gguf")
+
+    other = fake_parts(site, CHUNKS[:2], package="specviz-short-part")
+    longer = builtin.BuiltinModel(**{**other.__dict__, "part_sha256": other.part_sha256 + ("0" * 64,)})
+    with pytest.raises(ModelLoadError, match=r"specviz-short-part3 is not installed.*"
+                                             r"pip install --force-reinstall specviz-short-part3==1\.0\.0"):
+        builtin.assemble(longer, tmp_path / "out.gguf")
+
+
+def test_whole_file_checksum_is_verified_too(site, tmp_path):
+    model = fake_parts(site, CHUNKS)
+    wrong = builtin.BuiltinModel(**{**model.__dict__, "sha256": "0" * 64})
+    with pytest.raises(ModelLoadError, match=r"does not verify.*pip install --force-reinstall "
+                                             r"specviz-fake-part1==1\.0\.0 specviz-fake-part2==1\.0\.0"):
+        builtin.assemble(wrong, tmp_path / "out.gguf")
+
+
+def test_prepare_is_atomic_and_runs_once(site, tmp_path, monkeypatch):
+    model = fake_parts(site, CHUNKS)
+    root = tmp_path / "cache"
+    calls = []
+
+    def broken(gguf, out, model, progress=None):
+        (out / "model.safetensors").write_bytes(b"half")
+        raise KeyboardInterrupt                                 # killed mid-conversion
+
+    monkeypatch.setattr(builtin, "convert", broken)
+    with pytest.raises(KeyboardInterrupt):
+        builtin.prepare_model(model, root)
+    assert not builtin.is_converted(model, root) and not builtin.converted_dir(model, root).exists()
+    assert [p.name for p in root.iterdir() if not p.name.endswith(".lock")] == []
+
+    def fake_convert(gguf, out, model, progress=None):
+        calls.append(gguf.read_bytes() == b"".join(CHUNKS))
+        (out / "model.safetensors").write_bytes(b"weights")
+
+    monkeypatch.setattr(builtin, "convert", fake_convert)
+    folder = builtin.prepare_model(model, root)
+    assert calls == [True] and builtin.is_converted(model, root)
+    assert {p.name for p in folder.iterdir()} == {builtin.MARKER, "model.safetensors"}
+    assert not list(root.rglob("*.gguf"))                                       # the .gguf is deleted
+    assert builtin.prepare_model(model, root) == folder and calls == [True]      # done: not redone
+
+
+# ---------------------------------------------------------------- the real built-in pair
+
+@pytest.mark.real
+@pytest.mark.skipif(not builtin.builtin_ready(), reason="built-in pair not prepared (python -m specviz prepare)")
+def test_builtin_pair_loads_shares_vocab_and_predicts_code():
+    from transformers import AutoTokenizer
+
+    pair = load_pair(PairSpec(device="cpu"))
+    assert pair.names["target"].startswith("Qwen2.5-Coder-1.5B")
+    assert pair.names["draft"].startswith("Qwen2.5-Coder-0.5B")
+    assert (pair.names["device"], pair.names["dtype"], pair.names["draft_quantized"]) == ("cpu", "float32", "int8")
+    draft_tokenizer = AutoTokenizer.from_pretrained(builtin.converted_dir(builtin.DRAFT))
+    assert draft_tokenizer.get_vocab() == pair.tokenizer.get_vocab()
+    assert {151645, 151643} <= pair.eos_ids
+
+    ids = torch.tensor([pair.tokenizer("def fibonacci(n):")["input_ids"]])
+    with torch.inference_mode():
+        p = pair.target(ids).logits[0, -1].softmax(-1)
+        q = pair.draft(ids).logits[0, -1].softmax(-1)
+    p_top = p.argmax().item()
+    assert pair.token_text(p_top) == "\n" and p[p_top] > 0.3       # the body starts on the next line
+    assert q.argmax().item() in p.topk(5).indices.tolist()          # the int8 draft approximates p
+    assert pair.token_text(q.argmax().item()).strip() == ""         # (it prefers " \n")
