@@ -9,7 +9,7 @@ PAGE = "lossless"
 
 st.html('<div class="sv-kicker">The guarantee</div>')
 st.title("Lossless: exactly the target's distribution")
-left, right = st.columns([3, 2], gap="large")
+left, right = st.columns([1, 1], gap="large")
 with left:
     st.markdown(
         "Speculative decoding is not an approximation. Take one context and look at the next token only. "
@@ -25,8 +25,8 @@ with right:
     st.latex(r"P(x) = q(x)\min\!\Big(1, \frac{p(x)}{q(x)}\Big) + \beta\, r(x)")
     st.latex(r"r(x) = \frac{(p(x) - q(x))^+}{\sum_v (p(v) - q(v))^+}")
     st.markdown("The rejection chance is exactly the residual's normaliser, so they cancel:")
-    st.latex(r"\beta = 1 - \sum_v \min(p(v), q(v)) = \sum_v (p(v) - q(v))^+")
-    st.latex(r"P(x) = \min(p(x), q(x)) + (p(x) - q(x))^+ = p(x)")
+    st.latex(r"\beta = 1 - \sum_v \min(p, q)(v) = \sum_v (p - q)^+(v)")
+    st.latex(r"P(x) = \min(p, q)(x) + (p - q)^+(x) = p(x)")
     st.markdown("Skip the residual and redraw from q instead, and the second term takes q's shape: "
                 "the result drifts towards q.")
 

@@ -77,8 +77,11 @@ if not ui.busy(PAGE):
                 "computed; then step through them, forward and back.")
     else:
         names = trace.pair
-        st.subheader(f"Showing {label}")
         c = trace.config
+        head, download = st.columns([5, 1.3], vertical_alignment="bottom")
+        head.subheader(f"Showing {label}")
+        with download:
+            ui.trace_download(trace, key=f"{PAGE}.download")
         st.caption(f"target p: {names.get('target', '?')} · draft q: {names.get('draft', '?')} · "
                    f"{names.get('device', '')} · drafter: {'draft model' if c.drafter == 'model' else 'n-gram'} · "
                    f"γ = {c.gamma} ({c.schedule}) · {'greedy' if c.greedy else f'temperature {c.temperature:g}'}"
@@ -87,6 +90,5 @@ if not ui.busy(PAGE):
         ui.stopped_note(trace)
         ui.summary_metrics(trace)
         ui.trace_viewer(PAGE, trace)
-        with st.expander("The final text, and the run as a file"):
+        with st.expander("The final text"):
             st.text(trace.summary.text)
-            ui.trace_download(trace, key=f"{PAGE}.download")

@@ -149,6 +149,21 @@ def speedup_figure(a: float, g: int, c: float, points: Sequence[MeasuredPoint] =
     fig.add_scatter(x=[g], y=[theory.speedup(a, g, c)], name=f"your γ = {g}", mode="markers",
                     marker=dict(size=11, color=COLORS["p"], line=dict(color="white", width=2)))
     measured = [pt for pt in points if pt.measured_speedup is not None]
+    predicted = [pt for pt in measured if pt.predicted_speedup is not None]
+    if predicted:
+        # The formula at each run's own a, gamma and c, joined to what was measured.
+        xs, ys = [], []
+        for pt in predicted:
+            xs += [pt.g, pt.g, None]
+            ys += [pt.predicted_speedup, pt.measured_speedup, None]
+        fig.add_scatter(x=xs, y=ys, mode="lines", line=dict(color=COLORS["rejected"], width=1, dash="dot"),
+                        showlegend=False, hoverinfo="skip")
+        fig.add_scatter(x=[pt.g for pt in predicted], y=[pt.predicted_speedup for pt in predicted],
+                        name="formula for each run", mode="markers",
+                        marker=dict(size=11, symbol="diamond-open", color=COLORS["rejected"], line=dict(width=2)),
+                        customdata=[[pt.label, pt.a, pt.c] for pt in predicted],
+                        hovertemplate="%{customdata[0]}<br>formula at a = %{customdata[1]:.2f}, "
+                                      "c = %{customdata[2]:.3f}: %{y:.2f}×<extra></extra>")
     if measured:
         fig.add_scatter(x=[pt.g for pt in measured], y=[pt.measured_speedup for pt in measured], name="measured runs",
                         mode="markers", marker=dict(size=12, color=COLORS["rejected"], symbol="diamond"),

@@ -6,6 +6,7 @@ All text that came from a model or a file is HTML-escaped before it reaches unsa
 """
 from __future__ import annotations
 
+import functools
 import html
 import json
 import logging
@@ -27,6 +28,19 @@ from .runs import MAX_PROMPT_CHARS, PromptError, encode, run_trace, speedup
 from .trace import RoundEvent, TokenEvent, Trace, TraceError, load_trace
 
 log = logging.getLogger(__name__)
+
+
+def safe(render: Callable[..., None]) -> Callable[..., None]:
+    """Fragments rerun without app.py around them: an unexpected error becomes one st.error, never a traceback.
+    (Streamlit's own rerun and stop signals are BaseExceptions and pass through.)"""
+    @functools.wraps(render)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        try:
+            render(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001
+            log.exception("view %s failed", render.__name__)
+            st.error(f"This view failed ({exc.__class__.__name__}: {exc}). The app is still usable.")
+    return wrapper
 
 ROOT = Path(__file__).resolve().parent.parent
 ASSETS = ROOT / "assets"
@@ -293,6 +307,7 @@ def pair_status(spec: PairSpec) -> None:
 
 
 @st.fragment(run_every=1.0)
+@safe
 def _loading_fragment(spec: PairSpec) -> None:
     """While the models load, refresh the progress every second; rerun the app once they are ready."""
     loader = pair_loader(spec)
@@ -441,6 +456,7 @@ def live_panel(page: str, render: Callable[[Job], None]) -> None:
 
 
 @st.fragment(run_every=0.5)
+@safe
 def _live_fragment(page: str, render: Callable[[Job], None]) -> None:
     job = job_of(page)
     if job is None or job.finished:
@@ -546,7 +562,8 @@ def draft_chips_html(event: RoundEvent, greedy: bool) -> str:
             verdict = "✗ rejected"
         else:
             verdict = "· not checked"
-        rows = [("q", fmt_prob(d.q), "q|"), ("p", fmt_prob(d.p), "p|"), ("min(1,p/q)", fmt_prob(d.ratio), "|")]
+        rows = [("q", fmt_prob(d.q), "q|"), ("p", fmt_prob(d.p), "p|"),
+                ("min(1,p/q)", fmt_prob(d.ratio), "muted|muted" if greedy else "|")]
         if greedy:
             if d.verdict != "unchecked":
                 rows.append(("argmax p?", "yes" if d.verdict == "accepted" else "no",
@@ -556,6 +573,8 @@ def draft_chips_html(event: RoundEvent, greedy: bool) -> str:
         else:
             rows.append(("u", "—", "|"))
         title = f"draft position {i + 1}: q(d)={d.q:.4f}, p(d)={d.p:.4f}, min(1,p/q)={d.ratio:.4f}"
+        if greedy:
+            title += " (greedy decoding checks argmax p instead)"
         chips.append(_chip(d.verdict, d.text, verdict, rows, pos=f"d{i + 1}", title=title))
     if not chips:
         chips.append('<div class="sv-chip sv-unchecked"><div class="sv-tok">∅</div>'
@@ -584,8 +603,15 @@ def _token_span(text: str, cls: str, title: str) -> str:
     return f'<span class="sv-t {cls}" title="{esc(title)}">{parts}</span>'
 
 
+def _box(inner: str, follow: bool) -> str:
+    """The text box; `follow` keeps it scrolled to the newest token (a column-reverse scroller)."""
+    if follow:
+        return f'<div class="sv-text sv-follow"><div>{inner}</div></div>'
+    return f'<div class="sv-text">{inner}</div>'
+
+
 def text_html(prompt: str, rounds: Sequence[RoundEvent], current: int | None = None, caret: bool = False,
-              show_future: bool = False) -> str:
+              show_future: bool = False, follow: bool = False) -> str:
     """The prompt, then every committed token coloured by origin; the tokens of round `current` outlined."""
     spans = []
     upto = len(rounds) - 1 if current is None else current
@@ -601,14 +627,14 @@ def text_html(prompt: str, rounds: Sequence[RoundEvent], current: int | None = N
             extra = f", min(1,p/q) = {tok.ratio:.3f}" if tok.ratio is not None else f", prob {tok.prob:.3f}"
             spans.append(_token_span(tok.text, cls, f"round {event.index + 1}: {tok.origin}{extra}"))
     caret_html = '<span class="sv-caret"></span>' if caret else ""
-    return (f'<div class="sv-text"><span class="sv-prompt">{esc(prompt)}</span>'
-            f'{"".join(spans)}{caret_html}</div>')
+    return _box(f'<span class="sv-prompt">{esc(prompt)}</span>{"".join(spans)}{caret_html}', follow)
 
 
-def plain_text_html(prompt: str | None, tokens: Sequence[str], cls: str = "sv-plain", caret: bool = False) -> str:
+def plain_text_html(prompt: str | None, tokens: Sequence[str], cls: str = "sv-plain", caret: bool = False,
+                    follow: bool = False) -> str:
     spans = "".join(_token_span(t, cls, "plain decoding") for t in tokens)
     head = f'<span class="sv-prompt">{esc(prompt)}</span>' if prompt else ""
-    return f'<div class="sv-text">{head}{spans}{"<span class=sv-caret></span>" if caret else ""}</div>'
+    return _box(f'{head}{spans}{"<span class=sv-caret></span>" if caret else ""}', follow)
 
 
 def _cells(tokens: Sequence[tuple[str, str]]) -> str:
@@ -701,8 +727,8 @@ def explain_chart(event: RoundEvent, greedy: bool) -> str:
         return ("Every draft was accepted, so the target's pass has one distribution left over, p after the last "
                 "draft token. The bonus token is " + ("its top token." if greedy else "drawn from it."))
     if greedy:
-        return ("In greedy mode the correction is simply the target's top token at the rejected position "
-                "(the tallest indigo bar).")
+        return ("The chart compares p (indigo) and q (teal) where the draft went wrong: the draft's favourite "
+                "was not the target's. Greedy decoding needs no residual; it takes the tallest indigo bar.")
     return ("Where q (teal) is taller than p (indigo), the draft over-proposes; where p is taller, it "
             "under-proposes. The residual (orange) keeps only the part of p that q missed, rescaled to sum to 1. "
             "Drawing the replacement from it is what makes the output follow p exactly.")
@@ -750,7 +776,7 @@ def summary_metrics(trace: Trace) -> None:
     cols = st.columns(6)
     cols[0].metric("New tokens", s.new_tokens)
     cols[1].metric("Rounds (target passes)", s.rounds)
-    cols[2].metric("Tokens per target pass", f"{s.new_tokens / s.rounds:.2f}" if s.rounds else "—",
+    cols[2].metric("Tokens / target pass", f"{s.new_tokens / s.rounds:.2f}" if s.rounds else "—",
                    help="The speed-up if drafting were free and a verify pass cost as much as one plain step.")
     cols[3].metric("Acceptance rate", f"{s.acceptance_rate:.0%}", help="Accepted drafted tokens / drafted tokens.")
     cols[4].metric("Speculative tok/s", f"{s.tokens_per_second:.1f}")
@@ -778,7 +804,7 @@ def live_rounds(job: Job) -> None:
         st.html(text_html(prompt, [], caret=True))
         return
     last = rounds[-1]
-    st.html(text_html(prompt, rounds, current=last.index, caret=not tokens))
+    st.html(text_html(prompt, rounds, current=last.index, caret=not tokens, follow=True))
     prompt_len = rounds[0].target_cache_before + 1
     round_view(last, {"config": config, "rounds": None, "prompt_len": prompt_len, "key": "live"}, show_chart=False)
 
@@ -791,10 +817,10 @@ def race_live(job: Job) -> None:
     c1, c2 = st.columns(2)
     with c1:
         st.markdown("**Speculative decoding** (runs first)")
-        st.html(text_html(prompt, rounds, caret=not tokens))
+        st.html(text_html(prompt, rounds, caret=not tokens, follow=True))
     with c2:
         st.markdown("**Plain decoding** (runs second, never at the same time)")
-        st.html(plain_text_html(prompt, [t.token.text for t in tokens], caret=bool(tokens)))
+        st.html(plain_text_html(prompt, [t.token.text for t in tokens], caret=bool(tokens), follow=True))
 
 
 # --- the step-through viewer ----------------------------------------------------------------------
@@ -825,6 +851,7 @@ def trace_viewer(page: str, trace: Trace) -> None:
     st.fragment(_viewer_body, run_every=interval)(page, trace, interval)
 
 
+@safe
 def _viewer_body(page: str, trace: Trace, interval: float | None) -> None:
     n = len(trace.rounds)
     playing = bool(st.session_state.get(f"{page}.playing", False))
@@ -886,7 +913,7 @@ def race_end(trace: Trace) -> float:
 def race_replay(page: str, trace: Trace) -> None:
     """Both runs on one clock: each lane fills with tokens at the times they were measured."""
     replaying = bool(st.session_state.get(f"{page}.replaying", False))
-    st.fragment(_race_body, run_every=0.1 if replaying else None)(page, trace, replaying)
+    st.fragment(_race_body, run_every=0.25 if replaying else None)(page, trace, replaying)
 
 
 def _rate(tokens: int, t: float, prefill: float) -> float:
@@ -898,15 +925,16 @@ def _lane(name: str, cls: str, prompt: str, rounds_or_tokens, n_done: int, total
           spec: bool, color: str, caret: bool) -> str:
     rate = _rate(n_done, t, prefill)
     if spec:
-        body = text_html(prompt, rounds_or_tokens, caret=caret)
+        body = text_html(prompt, rounds_or_tokens, caret=caret, follow=True)
     else:
-        body = plain_text_html(prompt, rounds_or_tokens, caret=caret)
+        body = plain_text_html(prompt, rounds_or_tokens, caret=caret, follow=True)
     width = 100.0 * n_done / total if total else 0.0
     return (f'<div class="sv-lane"><div class="sv-lane-head"><span class="name {cls}">{esc(name)}</span>'
             f'<span class="stats"><b>{n_done}</b> tokens · <b>{rate:.1f}</b> tok/s</span></div>{body}'
             f'<div class="bar"><div style="width:{width:.1f}%;background:{color}"></div></div></div>')
 
 
+@safe
 def _race_body(page: str, trace: Trace, replaying: bool) -> None:
     end = race_end(trace)
     speed = RACE_SPEEDS.get(st.session_state.get(f"{page}.race_speed") or "1×", 1.0)
@@ -933,19 +961,20 @@ def _race_body(page: str, trace: Trace, replaying: bool) -> None:
     base_t = min(t, trace.baseline[-1].elapsed) if trace.baseline else t
     spec_rate = _rate(spec_done, spec_t, trace.summary.prefill_seconds)
     base_rate = _rate(len(base), base_t, base_prefill)
-    left, right = st.columns(2)
-    left.html(_lane("Speculative decoding (draft + target)", "spec", trace.prompt, rounds, spec_done, spec_total, spec_t,
-                    trace.summary.prefill_seconds, True, charts.COLORS["speculative"], caret=spec_done < spec_total))
-    right.html(_lane("Plain decoding (target alone)", "plain", trace.prompt, [e.token.text for e in base], len(base),
-                     base_total, base_t, base_prefill, False, charts.COLORS["plain"], caret=len(base) < base_total))
     ratio = spec_rate / base_rate if base_rate > 0 and spec_rate > 0 else None
     final = speedup(trace)
     m = st.columns(4)
     m[0].metric("Speculative tok/s", f"{spec_rate:.1f}")
     m[1].metric("Plain tok/s", f"{base_rate:.1f}")
-    m[2].metric("Speed-up so far", f"{ratio:.2f}×" if ratio else "—")
+    m[2].metric("Speed-up so far", f"{ratio:.2f}×" if ratio else "—",
+                help="The two rates on the replay clock up to now.")
     m[3].metric("Speed-up", f"{final:.2f}×" if final is not None else "—",
                 help="Final, measured: speculative tokens/s ÷ plain tokens/s (prompt prefill excluded).")
+    left, right = st.columns(2)
+    left.html(_lane("Speculative decoding (draft + target)", "spec", trace.prompt, rounds, spec_done, spec_total, spec_t,
+                    trace.summary.prefill_seconds, True, charts.COLORS["speculative"], caret=spec_done < spec_total))
+    right.html(_lane("Plain decoding (target alone)", "plain", trace.prompt, [e.token.text for e in base], len(base),
+                     base_total, base_t, base_prefill, False, charts.COLORS["plain"], caret=len(base) < base_total))
 
 
 # --- adopting results, batch and lossless work -----------------------------------------------------

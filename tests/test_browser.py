@@ -104,6 +104,7 @@ def drive(url: str, shot: Path, max_new_tokens: int, run_timeout_s: float) -> di
                     expect(page.locator(".sv-round-head").first).not_to_have_text(head, timeout=10_000)
                 except AssertionError:
                     break                                         # the last round
+            page.wait_for_timeout(1500)                           # let the charts draw
             page.screenshot(path=str(shot), full_page=True)
         finally:
             browser.close()
