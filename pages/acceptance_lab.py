@@ -35,7 +35,8 @@ with st.container(border=True):
             + lab.plan_batch({"custom": own_lines}, ["custom"], len(own_lines), temperatures, drafters, schedules, base)
             ) if base else []
     c1, c2 = st.columns([1.2, 5], vertical_alignment="center")
-    run = c1.button("Run the batch", icon=":material/science:", type="primary", key=f"{PAGE}.run", disabled=ui.busy(PAGE) or (base is not None and not plan),
+    run = c1.button("Run the batch", icon=":material/science:", type="primary", key=f"{PAGE}.run",
+                    disabled=ui.busy(PAGE) or (base is not None and not plan),
                     width="stretch")
     c2.caption(f"{len(plan)} runs of up to {base.max_new_tokens if base else '?'} new tokens each, one after the other "
                "(γ, top-k, top-p, seed and max new tokens come from the sidebar). Stop keeps the finished runs.")

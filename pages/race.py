@@ -25,7 +25,8 @@ settings = ui.settings()
 with st.container(border=True):
     prompt = ui.prompt_picker(PAGE)
     c1, c2 = st.columns([1.2, 5], vertical_alignment="center")
-    run = c1.button("Start the race", icon=":material/sports_score:", type="primary", key=f"{PAGE}.run", disabled=ui.busy(PAGE), width="stretch")
+    run = c1.button("Start the race", icon=":material/sports_score:", type="primary", key=f"{PAGE}.run",
+                    disabled=ui.busy(PAGE), width="stretch")
     c2.caption("Uses the sidebar's settings. On a CPU the target is slow: 32 tokens take a while for each method.")
     if run:
         ui.launch(PAGE, settings, ui.trace_work(prompt, settings.config, settings.chat, baseline=True), prompt=prompt)

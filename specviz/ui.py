@@ -446,6 +446,7 @@ def take_finished(page: str) -> Job | None:
     job.consumed = True
     if job.state == "failed":
         _set_error(page, job.error)
+        st.error(job.error)  # this run has drawn show_error already; later runs show it there
     return job
 
 
@@ -866,18 +867,21 @@ def _viewer_body(page: str, trace: Trace, interval: float | None) -> None:
         playing = False
 
     controls = st.columns([1, 1, 1.4, 1, 1, 2.2], vertical_alignment="bottom")
-    controls[0].button("First", icon=":material/first_page:", key=f"{page}.first", on_click=_goto, args=(page, 0), help="First round", width="stretch")
-    controls[1].button("Back", icon=":material/chevron_left:", key=f"{page}.prev", on_click=_goto, args=(page, max(0, index - 1)), help="Previous round",
-                       width="stretch")
+    step = {"on_click": _goto, "width": "stretch"}
+    controls[0].button("First", icon=":material/first_page:", key=f"{page}.first", args=(page, 0),
+                       help="First round", **step)
+    controls[1].button("Back", icon=":material/chevron_left:", key=f"{page}.prev", args=(page, max(0, index - 1)),
+                       help="Previous round", **step)
     if playing:
-        controls[2].button("Pause", icon=":material/pause:", key=f"{page}.pause", on_click=_goto, args=(page, index, False), width="stretch")
+        controls[2].button("Pause", icon=":material/pause:", key=f"{page}.pause", args=(page, index, False), **step)
     else:
         start = 0 if index >= n - 1 else index
-        controls[2].button("Play", icon=":material/play_arrow:", key=f"{page}.play", on_click=_goto, args=(page, start, True), width="stretch",
-                           type="primary", disabled=n < 2)
-    controls[3].button("Next", icon=":material/chevron_right:", key=f"{page}.next", on_click=_goto, args=(page, min(n - 1, index + 1)), help="Next round",
-                       width="stretch")
-    controls[4].button("Last", icon=":material/last_page:", key=f"{page}.last", on_click=_goto, args=(page, n - 1), help="Last round", width="stretch")
+        controls[2].button("Play", icon=":material/play_arrow:", key=f"{page}.play", args=(page, start, True),
+                           type="primary", disabled=n < 2, help="Advance one round at a time", **step)
+    controls[3].button("Next", icon=":material/chevron_right:", key=f"{page}.next",
+                       args=(page, min(n - 1, index + 1)), help="Next round", **step)
+    controls[4].button("Last", icon=":material/last_page:", key=f"{page}.last", args=(page, n - 1),
+                       help="Last round", **step)
     controls[5].segmented_control("Speed", list(SPEEDS), key=f"{page}.speed", default="1×",
                                   label_visibility="collapsed")
     wanted = round(2.0 / SPEEDS.get(st.session_state.get(f"{page}.speed") or "1×", 1.0), 2) \
@@ -947,8 +951,8 @@ def _race_body(page: str, trace: Trace, replaying: bool) -> None:
         t = end
     c1, c2, c3 = st.columns([1.2, 2, 2], vertical_alignment="center")
     c1.html(f'<div class="sv-clock">{min(t, end):.1f} s <small>of {end:.1f} s</small></div>')
-    c2.button("Replay the race" if not replaying else "Restart", icon=":material/replay:", key=f"{page}.replay", on_click=start_replay,
-              args=(page,), type="primary")
+    c2.button("Replay the race" if not replaying else "Restart", icon=":material/replay:", key=f"{page}.replay",
+              on_click=start_replay, args=(page,), type="primary")
     c3.segmented_control("Replay speed", list(RACE_SPEEDS), key=f"{page}.race_speed", default="1×")
     rounds = [e for e in trace.rounds if e.elapsed <= t]
     base = [e for e in trace.baseline if e.elapsed <= t]

@@ -336,3 +336,23 @@ def test_every_page_renders(app, page, title):
     go(app, page)
     assert title in app.title[0].value
     assert app.sidebar.selectbox(key="cfg.preset")             # the shared sidebar is on every page
+
+
+def test_a_run_that_fails_shows_its_message_and_the_app_stays_usable(app, monkeypatch):
+    from specviz import ui
+    from specviz.engine import EngineError
+
+    def failing(*args, **kwargs):
+        raise EngineError("this pair has no draft model: choose the n-gram drafter or load a draft model")
+    real = ui.run_trace
+    monkeypatch.setattr(ui, "run_trace", failing)
+    app.button(key="step.run").click().run()
+    job = finish(app, "step")
+    assert job.state == "failed"
+    assert any("no draft model" in e for e in texts(app.error))
+    app.run()
+    assert any("no draft model" in e for e in texts(app.error))   # it stays until the next run
+    monkeypatch.setattr(ui, "run_trace", real)
+    app.button(key="step.run").click().run()
+    assert finish(app, "step").state == "done"
+    assert not any("no draft model" in e for e in texts(app.error))
