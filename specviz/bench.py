@@ -67,7 +67,7 @@ HF_DEFAULTS = {"num_assistant_tokens": 20, "assistant_confidence_threshold": 0.4
 CURVE_GAMMAS = 8
 
 # Our settings that the benchmark uses unless told otherwise: the tuned configuration.
-BENCH_DEFAULTS = dict(gamma=6, schedule="constant", gamma_max=16, draft_confidence=0.5)
+BENCH_DEFAULTS = dict(gamma=6, schedule="auto", gamma_max=16, draft_confidence=0.7)
 
 Log = Callable[[str], None]
 

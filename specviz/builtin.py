@@ -238,22 +238,22 @@ def convert(gguf: Path, out: Path, model: BuiltinModel, progress: Progress | Non
     tokenizer.save_pretrained(out)
     del tokenizer
     _stage(progress, model, "config", 0.0, "reading the model metadata")
-    with _relay_tqdm(lambda fraction: _stage(progress, model, "weights", fraction, "dequantizing the weights")):
+    with relay_tqdm(lambda fraction: _stage(progress, model, "weights", fraction, "dequantizing the weights")):
         # dequantize=True: a plain dense model even where `kernels` could keep GGUF blocks (those cannot be saved)
         weights = AutoModelForCausalLM.from_pretrained(
             gguf.parent, gguf_file=gguf.name, dtype=torch.float32,
             quantization_config=GgufConfig(dequantize=True))
     weights.generation_config.eos_token_id = EOS_TOKEN_IDS
     _stage(progress, model, "save", 0.0, "saving float32 safetensors")
-    with _relay_tqdm(lambda fraction: _stage(progress, model, "save", fraction, "saving float32 safetensors")):
+    with relay_tqdm(lambda fraction: _stage(progress, model, "save", fraction, "saving float32 safetensors")):
         weights.save_pretrained(out)
     del weights
     gc.collect()
 
 
 @contextlib.contextmanager
-def _relay_tqdm(report: Callable[[float], None]) -> Iterator[None]:
-    """Send transformers' progress bars to our callback instead of the console while loading a GGUF.
+def relay_tqdm(report: Callable[[float], None]) -> Iterator[None]:
+    """Send transformers' progress bars to our callback instead of the console (GGUF conversion, loading).
 
     Two bars exist: the GGUF dequantizing loop uses tqdm directly (module global, swapped here), the
     generic loading loops go through transformers' tqdm hook. Either may be absent in other versions.

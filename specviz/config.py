@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-Schedule = Literal["constant", "adaptive"]
+Schedule = Literal["constant", "adaptive", "auto"]
 DrafterName = Literal["model", "ngram"]
 
 MAX_NEW_TOKENS_LIMIT = 1024
@@ -18,9 +18,10 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class SpecConfig:
     gamma: int = 5                   # draft length (the start value under the adaptive schedule)
-    schedule: Schedule = "constant"
-    gamma_max: int = 12              # ceiling of the adaptive schedule
+    schedule: Schedule = "constant"  # auto: cost-aware, speculates only while it measurably pays (engine.AutoSchedule)
+    gamma_max: int = 12              # ceiling of the adaptive schedule; the draft length of auto's speculative rounds
     draft_confidence: float = 0.0    # stop drafting when the draft's top probability falls below this
+                                     # (auto uses AUTO_CONFIDENCE when this is 0)
     temperature: float = 0.0         # 0 means greedy
     top_k: int = 0                   # 0 means off
     top_p: float = 1.0               # 1 means off
@@ -37,8 +38,8 @@ class SpecConfig:
     def validate(self) -> "SpecConfig":
         if not 1 <= self.gamma <= GAMMA_LIMIT:
             raise ConfigError(f"gamma must be between 1 and {GAMMA_LIMIT}, got {self.gamma}")
-        if self.schedule not in ("constant", "adaptive"):
-            raise ConfigError(f"schedule must be 'constant' or 'adaptive', got {self.schedule!r}")
+        if self.schedule not in ("constant", "adaptive", "auto"):
+            raise ConfigError(f"schedule must be 'constant', 'adaptive' or 'auto', got {self.schedule!r}")
         if not self.gamma <= self.gamma_max <= GAMMA_LIMIT:
             raise ConfigError(f"gamma_max must be between gamma ({self.gamma}) and {GAMMA_LIMIT}, got {self.gamma_max}")
         if not 0.0 <= self.draft_confidence < 1.0:

@@ -302,6 +302,8 @@ def load_model(source: Source, config: Any | None, device: torch.device, dtype: 
     """from_pretrained straight onto the device (no CPU copy first); sharded by accelerate if asked."""
     from transformers import AutoModelForCausalLM, GgufConfig
 
+    from .builtin import relay_tqdm
+
     kwargs: dict[str, Any] = {"dtype": dtype, "trust_remote_code": allow_code, **source.file_kwargs()}
     if source.gguf_file:    # a dense model, as for the built-in pair (kernels could keep GGUF blocks otherwise)
         kwargs["quantization_config"] = GgufConfig(dequantize=True)
@@ -311,7 +313,8 @@ def load_model(source: Source, config: Any | None, device: torch.device, dtype: 
         kwargs["device_map"] = "auto"
     elif device.type != "cpu":
         kwargs["device_map"] = {"": device}
-    model = call_pretrained(source, lambda **kw: AutoModelForCausalLM.from_pretrained(source.path, **kwargs, **kw))
+    with relay_tqdm(lambda fraction: None):     # no console bars over the caller's own progress display
+        model = call_pretrained(source, lambda **kw: AutoModelForCausalLM.from_pretrained(source.path, **kwargs, **kw))
     return model.eval()
 
 
