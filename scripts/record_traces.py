@@ -1,0 +1,43 @@
+"""Record the runs the home page shows at once (assets/traces/*.json), on the built-in pair.
+
+Usage: .venv/bin/python scripts/record_traces.py   (after python -m specviz prepare; takes a few minutes on a CPU)
+Each trace holds the speculative run and the plain run of the target on the same prompt and settings.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+from specviz.config import SpecConfig
+from specviz.models import PairSpec, load_pair
+from specviz.runs import run_trace, speedup
+from specviz.trace import save_trace
+
+ROOT = Path(__file__).resolve().parent.parent
+PROMPTS = json.loads((ROOT / "assets" / "prompts.json").read_text(encoding="utf-8"))
+
+RECORDINGS = [
+    # (file name, category, prompt index, settings)
+    ("1_code_greedy", "code", 1, SpecConfig(gamma=5, max_new_tokens=64)),
+    ("2_prose_sampling", "prose", 0, SpecConfig(gamma=4, temperature=0.8, top_p=0.95, max_new_tokens=48, seed=1)),
+    ("3_rename_adaptive", "repetition", 0, SpecConfig(gamma=4, schedule="adaptive", max_new_tokens=64)),
+]
+
+
+def main() -> None:
+    pair = load_pair(PairSpec())
+    out = ROOT / "assets" / "traces"
+    out.mkdir(parents=True, exist_ok=True)
+    for name, category, index, config in RECORDINGS:
+        prompt = PROMPTS[category][index]
+        trace = run_trace(pair, prompt, config, baseline=True)
+        trace = replace(trace, note=f"recorded on the built-in pair ({category} prompt) with scripts/record_traces.py")
+        save_trace(trace, out / f"{name}.json")
+        s = trace.summary
+        print(f"{name}: {s.new_tokens} tokens, {s.rounds} rounds, acceptance {s.acceptance_rate:.2f}, "
+              f"speed-up {speedup(trace):.2f}x, identical={s.token_ids == trace.baseline_summary.token_ids}")
+
+
+if __name__ == "__main__":
+    main()
