@@ -1,6 +1,6 @@
 """Record the runs the home page shows at once (assets/traces/*.json), on the built-in pair.
 
-Usage: .venv/bin/python scripts/record_traces.py   (after python -m specviz prepare; takes a few minutes on a CPU)
+Usage: .venv/bin/python -m scripts.record_traces   (after python -m specviz prepare; takes a few minutes on a CPU)
 Each trace holds the speculative run and the plain run of the target on the same prompt and settings.
 """
 from __future__ import annotations

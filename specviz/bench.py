@@ -159,24 +159,26 @@ def _median(values: Sequence[float]) -> float:
 
 @torch.inference_mode()
 def _forward_times(model, context: list[int], max_new: int, repeats: int, vocab: int, seed: int = 0) -> list[float]:
-    """Median seconds of one KV-cached forward over n = 1..max_new new tokens after `context`."""
-    from transformers import DynamicCache
+    """Median seconds of one KV-cached forward over n = 1..max_new new tokens after `context`, through
+    the engine's own CachedModel (so a compiled decoder's one-token steps are what is timed)."""
+    from .kvcache import CachedModel
 
     device = model.device
     generator = torch.Generator().manual_seed(seed)
-    cache = DynamicCache()
-    model(input_ids=torch.tensor([context], device=device), cache=cache, use_cache=True, logits_to_keep=1)
+    state = CachedModel(model, vocab)
+    state.feed(list(context))
     times = []
     for n in range(1, max_new + 1):
         samples = []
         for _ in range(repeats + 1):                       # the first of each is a warm-up
-            ids = torch.randint(0, vocab, (1, n), generator=generator).to(device)
+            ids = torch.randint(0, vocab, (n,), generator=generator).tolist()
             synchronize(device)
             start = time.perf_counter()
-            model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=n)
+            state.feed(ids, logits_to_keep=n)
             synchronize(device)
             samples.append(time.perf_counter() - start)
-            cache.crop(-n)                                 # this transformers takes minus the count to remove
+            state.cache.crop(-n)                           # this transformers takes minus the count to remove
+            del state.ids[-n:]
         times.append(_median(samples[1:]))
     return times
 
@@ -468,7 +470,7 @@ def run_benchmark(pair, prompts: dict[str, list[str]], settings: BenchSettings, 
 
     first = next(ids for ids_list in encoded.values() for ids in ids_list)
     log(f"measuring the verify-cost curve (g = 0..{settings.curve_gammas}) at a {len(first)}-token context ...")
-    curve = measure_verify_curve(pair, first, settings.curve_gammas, settings.curve_repeats) if pair.draft is not None or True else None
+    curve = measure_verify_curve(pair, first, settings.curve_gammas, settings.curve_repeats)
     if settings.warmup:
         log("warm-up: every method once on the first prompt")
         warm = replace(config, max_new_tokens=min(config.max_new_tokens, 16))

@@ -1,12 +1,79 @@
-"""A model plus its per-run KV cache: feed new tokens, get logits, roll back to a committed prefix."""
+"""A model plus its per-run KV cache: feed new tokens, get logits, roll back to a committed prefix.
+
+Optionally (enable_compiled_decoding), a model's one-token steps run through torch.compile with a
+static KV cache: on a GPU, mode "reduce-overhead" replays a whole step as one CUDA graph, which is
+what small models need there (a 0.5B draft otherwise spends most of a step launching kernels).
+"""
 from __future__ import annotations
 
+import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.nn.functional as F
-from transformers import DynamicCache
+from transformers import DynamicCache, StaticCache
+
+# Longest sequence a compiled decoder's static cache holds: the longest prompt the app accepts (2048
+# tokens), the most new tokens (1024) and the longest draft (32) plus its bonus token.
+COMPILED_MAX_LENGTH = 2048 + 1024 + 32 + 8
+
+
+class CompiledDecoder:
+    """One-token steps of one model through torch.compile, on a static KV cache.
+
+    Every step then has the same shapes and tensor addresses, so the compiled step (CUDA graphs with
+    mode "reduce-overhead") is captured once and replayed. Prompt passes and verifies (several tokens)
+    run eagerly on the same cache. A static cache is rolled back like a dynamic one (crop only moves
+    its length; stale entries lie beyond the causal mask and are overwritten).
+
+    The decoder and its cache belong to the model, not to a run: runs on a pair are serialised (the
+    pair's lock), each one takes the cache and resets it. A second CachedModel on the same model while
+    the first is alive gets an ordinary dynamic cache and eager steps instead.
+    """
+
+    def __init__(self, model: Any, max_length: int = COMPILED_MAX_LENGTH, mode: str | None = None,
+                 backend: str = "inductor"):
+        self.model = model
+        self.max_length = max_length
+        self.mode = mode or ("reduce-overhead" if model.device.type == "cuda" else "default")
+        self.cache = StaticCache(config=model.config, max_cache_len=max_length)
+        self.step = torch.compile(model.forward, mode=self.mode, backend=backend, dynamic=False)
+        self._owner: weakref.ref | None = None
+        self._lock = threading.Lock()
+        self.steps = 0                       # compiled steps taken (for tests and reports)
+
+    def acquire(self, owner: "CachedModel") -> StaticCache | None:
+        """The reset static cache for `owner`, or None when another live CachedModel holds it."""
+        with self._lock:
+            if self._owner is not None and self._owner() is not None and self._owner() is not owner:
+                return None
+            self._owner = weakref.ref(owner)
+        self.cache.reset()
+        return self.cache
+
+
+_DECODERS: "weakref.WeakKeyDictionary[Any, CompiledDecoder]" = weakref.WeakKeyDictionary()
+
+
+def enable_compiled_decoding(model: Any, max_length: int = COMPILED_MAX_LENGTH, mode: str | None = None,
+                             backend: str = "inductor") -> CompiledDecoder:
+    """From now on, CachedModels of `model` take one-token steps through torch.compile on a static cache.
+
+    The first steps compile (tens of seconds); warm it up before timing anything.
+    """
+    decoder = CompiledDecoder(model, max_length, mode, backend)
+    _DECODERS[model] = decoder
+    return decoder
+
+
+def disable_compiled_decoding(model: Any) -> None:
+    _DECODERS.pop(model, None)
+
+
+def compiled_decoder(model: Any) -> CompiledDecoder | None:
+    return _DECODERS.get(model)
 
 
 @dataclass
@@ -17,8 +84,16 @@ class CachedModel:
     """
     model: Any
     vocab_width: int                    # logits are padded to the pair's common width
-    cache: DynamicCache = field(default_factory=DynamicCache)
+    cache: Any = field(default_factory=DynamicCache)  # DynamicCache, or a compiled decoder's StaticCache
     ids: list[int] = field(default_factory=list)
+    decoder: CompiledDecoder | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        decoder = compiled_decoder(self.model)
+        if decoder is not None and not self.ids:
+            cache = decoder.acquire(self)
+            if cache is not None:
+                self.cache, self.decoder = cache, decoder
 
     @property
     def length(self) -> int:
@@ -29,9 +104,18 @@ class CachedModel:
         """Append new_ids to the cache; return the logits of the last `logits_to_keep` positions, [k, V]."""
         device = self.model.device
         input_ids = torch.tensor([new_ids], dtype=torch.long, device=device)
-        out = self.model(input_ids=input_ids, cache=self.cache, use_cache=True, logits_to_keep=logits_to_keep)
+        if self.decoder is not None and len(new_ids) == 1 and logits_to_keep == 1:
+            if self.length + 1 > self.decoder.max_length:
+                raise RuntimeError(f"the compiled decoder's cache holds {self.decoder.max_length} tokens")
+            out = self.decoder.step(input_ids=input_ids, cache=self.cache, use_cache=True, logits_to_keep=1)
+            self.decoder.steps += 1
+            logits = out.logits[0, -1:].clone()   # a CUDA graph's output is overwritten by its next replay
+        else:
+            if self.decoder is not None and self.length + len(new_ids) > self.decoder.max_length:
+                raise RuntimeError(f"the compiled decoder's cache holds {self.decoder.max_length} tokens")
+            out = self.model(input_ids=input_ids, cache=self.cache, use_cache=True, logits_to_keep=logits_to_keep)
+            logits = out.logits[0, -logits_to_keep:]
         self.ids.extend(new_ids)
-        logits = out.logits[0, -logits_to_keep:]
         if logits.shape[-1] < self.vocab_width:  # a smaller head than the partner: its missing ids have p or q = 0
             logits = F.pad(logits, (0, self.vocab_width - logits.shape[-1]), value=float("-inf"))
         return logits
