@@ -50,7 +50,7 @@ import torch
 
 from .config import ConfigError, SpecConfig
 from .engine import autoregressive_generate, run_to_end, speculative_generate, synchronize
-from .theory import expected_tokens
+from .theory import curve_time, expected_tokens
 
 BENCH_FORMAT = "specviz-bench"
 BENCH_VERSION = 1
@@ -207,15 +207,6 @@ def measure_verify_curve(pair, context: list[int], max_gamma: int = CURVE_GAMMAS
         "torch": torch.__version__, "transformers": _transformers_version(),
         "measured_at": _now(),
     }
-
-
-def curve_time(curve: dict, g: int) -> float:
-    """t_verify(g) from the curve; beyond its end, extended linearly from its last two points."""
-    times = curve["target_seconds"]
-    if g < len(times):
-        return times[g]
-    slope = max(0.0, times[-1] - times[-2]) if len(times) > 1 else 0.0
-    return times[-1] + slope * (g - len(times) + 1)
 
 
 def format_curve(curve: dict) -> str:
@@ -656,6 +647,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--raw", action="store_true", help="plain continuation, no chat template")
     parser.add_argument("--no-prepack", action="store_true",
                         help="keep MKL's linear layers in the float32 target on CPU (default: oneDNN prepacked weights)")
+    parser.add_argument("--compile", action="store_true",
+                        help="static KV cache + torch.compile for the one-token steps of the target and the draft "
+                             "(CUDA graphs on a GPU; for ours and the baseline, not transformers' methods)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own choice)")
     parser.add_argument("--curve-gammas", type=int, default=CURVE_GAMMAS, help="largest g of the verify-cost curve")
     parser.add_argument("--json", default=None, metavar="PATH",
@@ -693,6 +687,15 @@ def main(args: argparse.Namespace) -> int:
     pair = load_pair(pair_spec(args), progress=progress_bar)
     prepacked = 0 if args.no_prepack else prepack_linears(pair.target)
     load_seconds = time.perf_counter() - started
+    if args.compile:
+        from .kvcache import enable_compiled_decoding
+        models = [pair.target]
+        # torch.compile does not trace the CPU's int8 dynamic-quantized draft: that one stays eager
+        if pair.draft is not None and pair.names.get("draft_quantized") != "int8":
+            models.append(pair.draft)
+        for model in models:
+            enable_compiled_decoding(model)
+        log("compiled decoding on: the warm-up compiles (tens of seconds)")
     log(f"pair loaded in {load_seconds:.1f} s ({pair.names.get('target')} <- {pair.names.get('draft')}, "
         f"{pair.device}; {prepacked} target linear layers prepacked for oneDNN)")
 

@@ -11,6 +11,10 @@ One round, with committed tokens x (DESIGN.md):
              norm(max(0, p_j - q_j)); if all are accepted draw a bonus token from p_{gamma+1}
              (greedy: accept while d_i == argmax p_i; the correction or bonus is argmax p)
   4. roll both KV caches back to the committed tokens (DynamicCache.crop)
+
+gamma per round: "constant" (config.gamma), "adaptive" (+2 after an all-accepted round, -1 otherwise)
+or "auto" (AutoSchedule: drafts up to gamma_max tokens while the draft is confident, and takes plain
+target steps, gamma 0, while speculation measurably does not pay).
 """
 from __future__ import annotations
 

@@ -18,14 +18,16 @@ from transformers import DynamicCache, StaticCache
 # Longest sequence a compiled decoder's static cache holds: the longest prompt the app accepts (2048
 # tokens), the most new tokens (1024) and the longest draft (32) plus its bonus token.
 COMPILED_MAX_LENGTH = 2048 + 1024 + 32 + 8
+COMPILED_MAX_TOKENS = 33   # a verify of the longest draft (32) plus one; longer feeds (prompts) run eagerly
 
 
 class CompiledDecoder:
     """One-token steps of one model through torch.compile, on a static KV cache.
 
-    Every step then has the same shapes and tensor addresses, so the compiled step (CUDA graphs with
-    mode "reduce-overhead") is captured once and replayed. Prompt passes and verifies (several tokens)
-    run eagerly on the same cache. A static cache is rolled back like a dynamic one (crop only moves
+    Every step then has the same tensor addresses, so the compiled step (CUDA graphs with mode
+    "reduce-overhead") is captured once per token count and replayed: one-token steps (the baseline,
+    the draft, plain rounds) and verifies of up to `max_tokens` tokens. The prompt pass runs eagerly
+    on the same cache. A static cache is rolled back like a dynamic one (crop only moves
     its length; stale entries lie beyond the causal mask and are overwritten).
 
     The decoder and its cache belong to the model, not to a run: runs on a pair are serialised (the
@@ -34,12 +36,17 @@ class CompiledDecoder:
     """
 
     def __init__(self, model: Any, max_length: int = COMPILED_MAX_LENGTH, mode: str | None = None,
-                 backend: str = "inductor"):
+                 backend: str = "inductor", max_tokens: int = COMPILED_MAX_TOKENS):
         self.model = model
         self.max_length = max_length
+        self.max_tokens = max_tokens         # feeds of up to this many tokens (steps, verifies) are compiled
+        if backend != "inductor":            # "eager" (tests): no code generation, and no mode to pass on
+            mode = "default"
         self.mode = mode or ("reduce-overhead" if model.device.type == "cuda" else "default")
         self.cache = StaticCache(config=model.config, max_cache_len=max_length)
-        self.step = torch.compile(model.forward, mode=self.mode, backend=backend, dynamic=False)
+        # dynamic=None: the first shape (one token) compiles static; the second makes the token count
+        # symbolic, and CUDA graph trees record one graph per count met (1 .. gamma_max + 1).
+        self.step = torch.compile(model.forward, mode=self.mode, backend=backend, dynamic=None)
         self._owner: weakref.ref | None = None
         self._lock = threading.Lock()
         self.steps = 0                       # compiled steps taken (for tests and reports)
@@ -50,7 +57,8 @@ class CompiledDecoder:
             if self._owner is not None and self._owner() is not None and self._owner() is not owner:
                 return None
             self._owner = weakref.ref(owner)
-        self.cache.reset()
+        with torch.inference_mode():         # its tensors were made in inference mode, by a forward
+            self.cache.reset()
         return self.cache
 
 
@@ -58,12 +66,12 @@ _DECODERS: "weakref.WeakKeyDictionary[Any, CompiledDecoder]" = weakref.WeakKeyDi
 
 
 def enable_compiled_decoding(model: Any, max_length: int = COMPILED_MAX_LENGTH, mode: str | None = None,
-                             backend: str = "inductor") -> CompiledDecoder:
+                             backend: str = "inductor", max_tokens: int = COMPILED_MAX_TOKENS) -> CompiledDecoder:
     """From now on, CachedModels of `model` take one-token steps through torch.compile on a static cache.
 
     The first steps compile (tens of seconds); warm it up before timing anything.
     """
-    decoder = CompiledDecoder(model, max_length, mode, backend)
+    decoder = CompiledDecoder(model, max_length, mode, backend, max_tokens)
     _DECODERS[model] = decoder
     return decoder
 
@@ -104,15 +112,13 @@ class CachedModel:
         """Append new_ids to the cache; return the logits of the last `logits_to_keep` positions, [k, V]."""
         device = self.model.device
         input_ids = torch.tensor([new_ids], dtype=torch.long, device=device)
-        if self.decoder is not None and len(new_ids) == 1 and logits_to_keep == 1:
-            if self.length + 1 > self.decoder.max_length:
-                raise RuntimeError(f"the compiled decoder's cache holds {self.decoder.max_length} tokens")
-            out = self.decoder.step(input_ids=input_ids, cache=self.cache, use_cache=True, logits_to_keep=1)
+        if self.decoder is not None and self.length + len(new_ids) > self.decoder.max_length:
+            raise RuntimeError(f"the compiled decoder's cache holds {self.decoder.max_length} tokens")
+        if self.decoder is not None and len(new_ids) <= self.decoder.max_tokens and self.ids:
+            out = self.decoder.step(input_ids=input_ids, cache=self.cache, use_cache=True, logits_to_keep=logits_to_keep)
             self.decoder.steps += 1
-            logits = out.logits[0, -1:].clone()   # a CUDA graph's output is overwritten by its next replay
-        else:
-            if self.decoder is not None and self.length + len(new_ids) > self.decoder.max_length:
-                raise RuntimeError(f"the compiled decoder's cache holds {self.decoder.max_length} tokens")
+            logits = out.logits[0, -logits_to_keep:].clone()   # a CUDA graph's output is overwritten by its next replay
+        else:   # the prompt pass (and everything without a compiled decoder)
             out = self.model(input_ids=input_ids, cache=self.cache, use_cache=True, logits_to_keep=logits_to_keep)
             logits = out.logits[0, -logits_to_keep:]
         self.ids.extend(new_ids)

@@ -50,3 +50,34 @@ def acceptance_from_mean_accepted(mean_accepted: float, g: int) -> float:
 
 def speedup_curve(a: float, c: float, gammas: Sequence[int]) -> list[float]:
     return [speedup(a, g, c) for g in gammas]
+
+
+def measured_speedup(a: float, g: int, curve: dict) -> float:
+    """measured_speedup_prediction with the times of a verify-cost curve (assets/verify_curve_<device>.json,
+    written by `python -m specviz bench`): t_target = its one-token time, t_draft = its draft step,
+    t_verify(g) = its time for g+1 tokens (extended linearly past its last g)."""
+    return measured_speedup_prediction(a, g, curve["target_step_seconds"], curve["draft_step_seconds"],
+                                       curve_time(curve, g))
+
+
+def curve_time(curve: dict, g: int) -> float:
+    """t_verify(g) from a verify-cost curve; beyond its end, extended linearly from its last two points."""
+    times = curve["target_seconds"]
+    if g < len(times):
+        return times[g]
+    slope = max(0.0, times[-1] - times[-2]) if len(times) > 1 else 0.0
+    return times[-1] + slope * (g - len(times) + 1)
+
+
+def load_verify_curve(path) -> dict | None:
+    """A verify-cost curve saved by the benchmark, or None if there is none (or it is not one)."""
+    import json
+    from pathlib import Path
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("format") != "specviz-verify-curve" or not data.get("target_seconds"):
+        return None
+    return data

@@ -1,0 +1,77 @@
+"""Compiled decoding (static KV cache + torch.compile, CUDA graphs on a GPU), checked on the CPU.
+
+torch.compile's "eager" backend traces the same graphs without generating code, so these tests are
+fast; scripts/gpu_check.sh runs the real thing (inductor, CUDA graphs) on a GPU.
+"""
+import pytest
+import torch
+
+from specviz.config import SpecConfig
+from specviz.engine import autoregressive_generate, run_to_end, speculative_generate
+from specviz.kvcache import CachedModel, compiled_decoder, disable_compiled_decoding, enable_compiled_decoding
+from specviz.tiny import tiny_pair
+
+PROMPT = "def add(a, b):\n    return a + b\n\ndef add(a, b):"
+
+
+@pytest.fixture(scope="module")
+def plain():
+    pair = tiny_pair()
+    return pair, pair.encode_prompt(PROMPT, chat=False)
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    pair = tiny_pair()
+    for model in (pair.target, pair.draft):
+        enable_compiled_decoding(model, max_length=256, backend="eager")
+    yield pair, pair.encode_prompt(PROMPT, chat=False)
+    for model in (pair.target, pair.draft):
+        disable_compiled_decoding(model)
+
+
+@pytest.mark.parametrize("schedule", ["constant", "adaptive", "auto"])
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_compiled_runs_equal_eager_runs(plain, compiled, schedule, temperature):
+    if schedule == "auto" and temperature > 0:
+        pytest.skip("auto picks draft lengths from measured times, so a sampled run's draws differ from run to run")
+    config = SpecConfig(gamma=4, schedule=schedule, temperature=temperature, seed=2, max_new_tokens=40)
+    (eager_pair, ids), (fast_pair, _) = plain, compiled
+    for generate in (speculative_generate, autoregressive_generate):
+        _, reference = run_to_end(generate(eager_pair, ids, config))
+        _, fast = run_to_end(generate(fast_pair, ids, config))
+        assert fast.token_ids == reference.token_ids
+
+
+def test_compiled_steps_are_used_and_the_cache_is_static(compiled):
+    pair, ids = compiled
+    decoder = compiled_decoder(pair.target)
+    before = decoder.steps
+    _, base = run_to_end(autoregressive_generate(pair, ids, SpecConfig(max_new_tokens=10)))
+    assert decoder.steps - before == 10                       # every step after the prompt pass
+    out = pair.target.generate(torch.tensor([ids]), max_new_tokens=10, do_sample=False, min_new_tokens=10)
+    assert list(base.token_ids) == out[0, len(ids):].tolist()
+    state = CachedModel(pair.target, pair.target.config.vocab_size)
+    assert type(state.cache).__name__ == "StaticCache"
+
+
+def test_a_second_live_state_gets_its_own_dynamic_cache(compiled):
+    pair, ids = compiled
+    first = CachedModel(pair.target, pair.target.config.vocab_size)
+    second = CachedModel(pair.target, pair.target.config.vocab_size)
+    assert first.decoder is not None and second.decoder is None
+    first.feed(ids[:5])
+    second.feed(ids[:5])
+    torch.testing.assert_close(first.feed([ids[5]]), second.feed([ids[5]]), atol=1e-4, rtol=1e-4)
+
+
+def test_rollback_on_the_static_cache(compiled):
+    pair, _ = compiled
+    state = CachedModel(pair.target, pair.target.config.vocab_size)
+    state.feed([5, 6, 7, 8, 9])
+    state.rollback([5, 6, 7, 1, 2])
+    assert state.ids == [5, 6, 7] and int(state.cache.get_seq_length()) == 3
+    logits = state.feed([1, 2], logits_to_keep=2)
+    with torch.inference_mode():
+        fresh = pair.target(torch.tensor([[5, 6, 7, 1, 2]])).logits[0, -2:]
+    torch.testing.assert_close(logits, fresh, atol=1e-4, rtol=1e-4)
