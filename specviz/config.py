@@ -30,6 +30,10 @@ class SpecConfig:
     drafter: DrafterName = "model"
     ngram_size: int = 3              # longest n-gram the prompt-lookup drafter matches
     record_top: int = 8              # how many top tokens of p, q and the residual each event keeps
+    fuse_prompt: bool = False        # process the prompt inside the first round's forwards (as transformers'
+                                     # generate does) instead of a separate pass: one target and one draft forward
+                                     # fewer per run; round 0 then starts from empty caches, its times include
+                                     # the prompt and prefill_seconds is 0
 
     @property
     def greedy(self) -> bool:

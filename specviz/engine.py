@@ -82,56 +82,73 @@ class AutoSchedule:
     """Schedule "auto": speculate while it measurably pays, else take plain target steps (gamma 0).
 
     Per run (never stored on a model), from the rounds' own wall-clock times:
-      rate_spec  = EMA(tokens a speculative round committed) / EMA(its seconds: draft, verify, bookkeeping)
-      rate_plain = 1 / EMA(seconds of a plain round: one target step)
+      rate_spec  = (T + prior_tokens) / (S + t_plain)   tokens per second of speculative rounds, where
+                   T and S are the tokens committed and seconds spent (draft, verify, bookkeeping) by the
+                   speculative rounds so far, each older round discounted by DISCOUNT, and the prior is one
+                   imagined round that commits PRIOR_TOKENS in the time of a plain step
+      rate_plain = 1 / t_plain                          t_plain: moving average of a plain round's seconds
+    Every round speculates while rate_spec >= rate_plain, else it is a plain step; during plain steps T
+    and S fade (PLAIN_DISCOUNT) toward the optimistic prior, so speculation is tried again after a while.
+    Until a plain step has been timed, t_plain is taken as the shortest verify seen (a verify of g+1
+    tokens costs at least one step), and the first speculative round that commits fewer than 2 tokens
+    is followed by one plain step, to time it. Rounds that processed the prompt (fuse_prompt) are not
+    timed.
     A speculative round drafts up to gamma_max tokens and stops at the first token whose draft top
-    probability is below the confidence threshold: the draft is well calibrated (on the built-in pair
-    the share of its tokens the target accepts is close to that probability), so it decides the length
-    of each draft better than a fixed gamma. Round 0 is a plain step (it measures t_plain). After a
-    speculative round with rate_spec < rate_plain, the next k rounds are plain and the speculative
-    averages restart from the next (probe) round; k = 2, 4, ..., 32 doubles with each losing probe and
-    returns to 2 after a paying one. Where a verify costs several target steps (MKL on a small CPU,
-    prose), this keeps a run within a few percent of plain decoding; where it is nearly free (oneDNN
-    prepacked weights, GPUs), it speculates throughout.
+    probability is below the confidence threshold: the draft is well calibrated (on the built-in pair the
+    share of its tokens the target accepts is close to that probability), so it sets each draft's length.
     Why not pick gamma from Leviathan's i.i.d. model, argmax_g E(a, g) / (g t_draft + t_verify(g))?
-    Acceptance is bursty (long accepted runs in code, short ones in prose), so the i.i.d. model caps
-    long drafts too early; replayed on recorded acceptance data it was 5-15% slower than this rule.
+    Acceptance is bursty (long accepted runs in code, short ones in prose), so the i.i.d. model caps long
+    drafts too early and predicts losses that do not happen; replayed on recorded acceptance data with
+    the measured costs of the built-in pair, it was 5-20% slower than this rule, and a rule that reacts
+    to single rounds (no prior, no pooling) switched speculation off on prose where it paid 1.4x.
     """
-    EMA = 0.7
-    FIRST_BACKOFF = 2
-    MAX_BACKOFF = 32
+    DISCOUNT = 0.9
+    PLAIN_DISCOUNT = 0.9
+    PRIOR_TOKENS = 2.0
+    PLAIN_EMA = 0.7
 
     def __init__(self, config: SpecConfig):
         self.gamma_max = config.gamma_max
-        self.spec_tokens: float | None = None
-        self.spec_seconds: float | None = None
-        self.plain_seconds: float | None = None
-        self.plain_left = 1                     # round 0: one plain step to measure t_plain
-        self.backoff = self.FIRST_BACKOFF
+        self.tokens = 0.0                       # T: discounted tokens of speculative rounds
+        self.seconds = 0.0                      # S: their discounted seconds
+        self.plain_seconds: float | None = None # t_plain, measured
+        self.shortest_verify: float | None = None
+        self.time_a_plain_step = False
+
+    def t_plain(self) -> float | None:
+        return self.plain_seconds if self.plain_seconds is not None else self.shortest_verify
+
+    def rates(self) -> tuple[float, float]:
+        """(rate_spec, rate_plain) in tokens per second; only defined once t_plain is known or estimated."""
+        t_plain = self.t_plain()
+        return (self.tokens + self.PRIOR_TOKENS) / (self.seconds + t_plain), 1.0 / t_plain
 
     def next(self) -> int:
-        if self.plain_left > 0:
-            self.plain_left -= 1
+        if self.time_a_plain_step:
+            self.time_a_plain_step = False
             return 0
-        return self.gamma_max
+        if self.t_plain() is None:
+            return self.gamma_max
+        spec, plain = self.rates()
+        return self.gamma_max if spec >= plain else 0
 
-    def _ema(self, old: float | None, new: float) -> float:
-        return new if old is None else self.EMA * old + (1 - self.EMA) * new
-
-    def observe(self, drafted: int, committed: int, seconds: float) -> None:
+    def observe(self, drafted: int, committed: int, seconds: float, with_prompt: bool = False,
+                verify_seconds: float | None = None) -> None:
+        if with_prompt:
+            return
         if drafted == 0:
-            self.plain_seconds = self._ema(self.plain_seconds, seconds / max(committed, 1))
+            step = seconds / max(committed, 1)
+            self.plain_seconds = step if self.plain_seconds is None else (
+                self.PLAIN_EMA * self.plain_seconds + (1 - self.PLAIN_EMA) * step)
+            self.tokens *= self.PLAIN_DISCOUNT
+            self.seconds *= self.PLAIN_DISCOUNT
             return
-        self.spec_tokens = self._ema(self.spec_tokens, committed)
-        self.spec_seconds = self._ema(self.spec_seconds, seconds)
-        if self.plain_seconds is None:
-            return
-        if self.spec_tokens / self.spec_seconds < 1.0 / self.plain_seconds:   # speculation loses: back off
-            self.plain_left = self.backoff
-            self.backoff = min(2 * self.backoff, self.MAX_BACKOFF)
-            self.spec_tokens = self.spec_seconds = None
-        else:
-            self.backoff = self.FIRST_BACKOFF
+        self.tokens = self.DISCOUNT * self.tokens + committed
+        self.seconds = self.DISCOUNT * self.seconds + seconds
+        if verify_seconds is not None:
+            self.shortest_verify = min(verify_seconds, self.shortest_verify or verify_seconds)
+        if self.plain_seconds is None and committed < 2:
+            self.time_a_plain_step = True
 
 
 @dataclass(frozen=True)
@@ -243,8 +260,9 @@ def speculative_generate(pair, prompt_ids: list[int], config: SpecConfig,
 
     synchronize(device)
     start = time.perf_counter()
-    # The prompt is processed once; its last token goes into the first verify.
-    if len(committed) > 1:
+    # The prompt is processed once; its last token goes into the first verify. With fuse_prompt, all of it
+    # goes into the first round (the draft's first forward and the target's first verify).
+    if len(committed) > 1 and not config.fuse_prompt:
         target.feed(committed[:-1])
         drafter.prefill(committed[:-1])
     synchronize(device)
@@ -302,7 +320,8 @@ def speculative_generate(pair, prompt_ids: list[int], config: SpecConfig,
         totals["book"] += book
         yield event
         if auto is not None:
-            auto.observe(len(draft.ids), len(appended), round_seconds)
+            auto.observe(len(draft.ids), len(appended), round_seconds, with_prompt=rounds == 1 and config.fuse_prompt,
+                         verify_seconds=t2 - t1)
             gamma = auto.next()
         else:
             gamma = next_gamma(config, gamma, len(draft.ids), verdict.n_accepted)
@@ -345,7 +364,7 @@ def autoregressive_generate(pair, prompt_ids: list[int], config: SpecConfig,
 
     synchronize(device)
     start = time.perf_counter()
-    if len(committed) > 1:
+    if len(committed) > 1 and not config.fuse_prompt:
         target.feed(committed[:-1])
     synchronize(device)
     prefill_seconds = time.perf_counter() - start

@@ -1,4 +1,4 @@
-"""The cost-aware "auto" schedule: exact outputs, and its rule on synthetic timings."""
+"""The cost-aware "auto" schedule and the fused prompt pass: exact outputs, and auto's rule on synthetic timings."""
 import pytest
 import torch
 
@@ -7,6 +7,11 @@ from specviz.engine import AUTO_CONFIDENCE, AutoSchedule, autoregressive_generat
 from specviz.tiny import tiny_pair
 
 PROMPT = "def add(a, b):\n    return a + b\n\ndef add(a, b):"
+
+
+def always_speculate(self):
+    """AutoSchedule.next as if speculation always paid."""
+    return self.gamma_max
 
 
 @pytest.fixture(scope="module")
@@ -26,18 +31,17 @@ def test_auto_greedy_equals_target_alone(pair, prompt_ids, drafter, confidence):
     rounds, spec = run_to_end(speculative_generate(pair, prompt_ids, config))
     _, base = run_to_end(autoregressive_generate(pair, prompt_ids, config))
     assert spec.token_ids == base.token_ids and spec.new_tokens == 48
-    assert rounds[0].gamma == 0 and rounds[0].drafted == ()     # round 0 measures a plain target step
+    assert rounds[0].gamma == 8                                 # it starts speculating
     assert all(r.gamma in (0, min(8, 48 - r.position - 1)) for r in rounds)
 
 
 def test_auto_greedy_equals_transformers_generate(pair, prompt_ids, monkeypatch):
-    # Make speculation look free so that auto speculates every round after the first.
-    monkeypatch.setattr(AutoSchedule, "observe", lambda self, drafted, committed, seconds: None)
+    monkeypatch.setattr(AutoSchedule, "next", always_speculate)
     config = SpecConfig(schedule="auto", gamma_max=6, max_new_tokens=40)
     rounds, spec = run_to_end(speculative_generate(pair, prompt_ids, config))
     out = pair.target.generate(torch.tensor([prompt_ids]), max_new_tokens=40, do_sample=False, min_new_tokens=40)
     assert list(spec.token_ids) == out[0, len(prompt_ids):].tolist()
-    assert all(r.gamma > 0 for r in rounds[1:-1]) and spec.accepted > 0
+    assert all(r.gamma > 0 for r in rounds[:-1]) and spec.accepted > 0
 
 
 def test_auto_sampling_keeps_the_seeded_stream_valid(pair, prompt_ids):
@@ -56,7 +60,7 @@ def test_auto_uses_its_confidence_stop_when_none_is_set(pair, prompt_ids, monkey
         return original(self, committed, gamma, warpers, generator, greedy, confidence)
 
     monkeypatch.setattr(ModelDrafter, "propose", spy)
-    monkeypatch.setattr(AutoSchedule, "observe", lambda self, drafted, committed, seconds: None)
+    monkeypatch.setattr(AutoSchedule, "next", always_speculate)
     run_to_end(speculative_generate(pair, prompt_ids, SpecConfig(schedule="auto", max_new_tokens=12)))
     assert seen and set(seen) == {AUTO_CONFIDENCE}
     seen.clear()
@@ -65,43 +69,78 @@ def test_auto_uses_its_confidence_stop_when_none_is_set(pair, prompt_ids, monkey
 
 
 def test_auto_rule_on_synthetic_timings():
-    """1 s a plain step; a speculative round that commits 3 tokens in 2 s pays (1.5 tok/s), one that
-    commits 1 token in 1.5 s does not: then 2, 4, 8 ... plain rounds, back to 2 after a paying probe."""
+    """rate_spec = (T + 2) / (S + t_plain) over the speculative rounds' discounted tokens T and seconds S;
+    speculate while it is at least 1 / t_plain."""
     auto = AutoSchedule(SpecConfig(schedule="auto", gamma_max=9))
-    assert auto.next() == 0                       # round 0: plain
-    auto.observe(0, 1, 1.0)
-    assert auto.next() == 9
-    auto.observe(9, 3, 2.0)                       # pays
-    assert auto.next() == 9
-    auto.observe(9, 1, 1.5)                       # EMA: 0.7*3+0.3*1 = 2.4 tokens / (0.7*2+0.3*1.5) = 1.85 s: still pays
-    assert auto.next() == 9
-    for _ in range(3):
-        auto.observe(9, 1, 1.5)
-    plans = [auto.next() for _ in range(3)]
-    assert plans == [0, 0, 9]                     # lost: 2 plain rounds, then a probe
-    auto.observe(0, 1, 1.0)
-    auto.observe(0, 1, 1.0)
-    auto.observe(9, 1, 1.5)                       # the probe loses too (its own average restarted)
-    assert [auto.next() for _ in range(5)] == [0, 0, 0, 0, 9]
-    auto.observe(9, 4, 2.0)                       # a paying probe resets the back-off
-    assert auto.next() == 9
-    auto.observe(9, 1, 3.0)
-    auto.observe(9, 1, 3.0)
-    assert [auto.next() for _ in range(3)] == [0, 0, 9]
+    assert auto.next() == 9                       # nothing timed yet: speculate
+    auto.observe(9, 6, 5.0, with_prompt=True, verify_seconds=4.0)   # the fused prompt round: not timed
+    assert auto.t_plain() is None and auto.next() == 9
+    auto.observe(9, 4, 2.0, verify_seconds=1.2)   # t_plain estimated as the shortest verify: 1.2 s
+    assert auto.t_plain() == 1.2 and auto.next() == 9
+    auto.observe(9, 1, 1.5, verify_seconds=1.1)   # fewer than 2 tokens: time a plain step next
+    assert auto.next() == 0
+    auto.observe(0, 1, 1.0)                       # t_plain = 1 s from now on
+    assert auto.t_plain() == 1.0
+    assert auto.rates() == pytest.approx(((0.9 * (0.9 * 4 + 1) + 2) / (0.9 * (0.9 * 2 + 1.5) + 1), 1.0))
+    assert auto.next() == 9                       # (4.14 + 2) / (2.97 + 1) = 1.55 tok/s: pays
+    auto.observe(9, 1, 6.0)                       # (0.9*4.14 + 1 + 2) / (0.9*2.97 + 6 + 1) = 0.69: loses
+    assert auto.next() == 0
 
 
-def test_auto_backoff_is_bounded():
-    auto = AutoSchedule(SpecConfig(schedule="auto"))
-    auto.next()
+def plain_rounds_before_a_probe(auto: AutoSchedule) -> int:
+    count = 0
+    while auto.next() == 0:
+        auto.observe(0, 1, 1.0)
+        count += 1
+    return count
+
+
+def test_auto_tries_again_after_plain_steps():
+    auto = AutoSchedule(SpecConfig(schedule="auto", gamma_max=9))
     auto.observe(0, 1, 1.0)
-    for _ in range(10):
-        while auto.next() == 0:
-            pass
-        auto.observe(5, 1, 10.0)
-    assert auto.backoff == AutoSchedule.MAX_BACKOFF
+    auto.observe(9, 1, 3.0)                       # T = 1, S = 3: (1 + 2) / (3 + 1) < 1
+    # after k plain steps (0.9^k + 2) / (3 * 0.9^k + 1) >= 1 once 0.9^k <= 1/2, at k = 7
+    assert plain_rounds_before_a_probe(auto) == 7
+
+
+def test_auto_speculates_rarely_where_it_never_pays():
+    auto = AutoSchedule(SpecConfig(schedule="auto", gamma_max=5))
+    auto.observe(0, 1, 1.0)
+    plans = []
+    for _ in range(300):
+        gamma = auto.next()
+        plans.append(gamma)
+        auto.observe(gamma, 1, 1.0 if gamma == 0 else 3.0)   # a round of speculation: 1 token in 3 steps' time
+    speculative = sum(1 for g in plans if g) / len(plans)
+    assert 0 < speculative < 0.15
+    assert all(g in (0, 5) for g in plans)
 
 
 def test_schedule_names():
     SpecConfig(schedule="auto").validate()
     with pytest.raises(ConfigError, match="auto"):
         SpecConfig(schedule="fastest").validate()
+
+
+@pytest.mark.parametrize("schedule", ["constant", "auto"])
+@pytest.mark.parametrize("drafter", ["model", "ngram"])
+def test_fused_prompt_is_exact(pair, prompt_ids, schedule, drafter):
+    fused = SpecConfig(gamma=4, schedule=schedule, drafter=drafter, max_new_tokens=40, fuse_prompt=True)
+    rounds, spec = run_to_end(speculative_generate(pair, prompt_ids, fused))
+    steps, base = run_to_end(autoregressive_generate(pair, prompt_ids, fused))
+    out = pair.target.generate(torch.tensor([prompt_ids]), max_new_tokens=40, do_sample=False, min_new_tokens=40)
+    assert list(spec.token_ids) == list(base.token_ids) == out[0, len(prompt_ids):].tolist()
+    assert spec.prefill_seconds == 0.0 or spec.prefill_seconds < 1e-3
+    assert rounds[0].target_cache_before == 0 and rounds[0].target_cache_after == len(prompt_ids) + len(rounds[0].appended) - 1
+    if drafter == "model":
+        assert rounds[0].draft_cache_before == 0
+    for before, after in zip(rounds, rounds[1:]):
+        assert after.target_cache_before == before.target_cache_after
+
+
+def test_fused_prompt_sampling_matches_the_separate_pass(pair, prompt_ids):
+    """The same seed gives the same sampled tokens whether the prompt has its own pass or not."""
+    config = SpecConfig(gamma=3, temperature=1.0, seed=11, max_new_tokens=30)
+    _, separate = run_to_end(speculative_generate(pair, prompt_ids, config))
+    _, fused = run_to_end(speculative_generate(pair, prompt_ids, SpecConfig(**{**config.to_dict(), "fuse_prompt": True})))
+    assert fused.token_ids == separate.token_ids
