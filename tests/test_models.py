@@ -55,7 +55,7 @@ def test_local_pair_loads_with_names_quantized_draft_and_pad_token(tmp_path):
     pair = load_pair(PairSpec(target=str(target), draft=str(draft), device="cpu"))
 
     assert pair.names == {"target": str(target), "draft": str(draft), "device": "cpu", "dtype": "float32",
-                          "draft_quantized": "int8"}
+                          "draft_quantized": "int8", "target_kernels": "oneDNN prepacked"}
     assert pair.dtype == torch.float32 and pair.device == torch.device("cpu")
     assert not pair.target.training and not pair.draft.training
     assert pair.target.generation_config.pad_token_id == 0          # the tokenizer has none: the EOS stands in
