@@ -160,55 +160,81 @@ def _median(values: Sequence[float]) -> float:
 
 
 @torch.inference_mode()
-def _forward_times(model, context: list[int], max_new: int, repeats: int, vocab: int, seed: int = 0) -> list[float]:
-    """Median seconds of one KV-cached forward over n = 1..max_new new tokens after `context`, through
-    the engine's own CachedModel (so a compiled decoder's one-token steps are what is timed)."""
+def _forward_samples(model, context: list[int], max_new: int, repeats: int, vocab: int,
+                     seed: int = 0) -> list[list[float]]:
+    """Seconds of KV-cached forwards over n = 1..max_new new tokens after `context` (`repeats` samples
+    each, after one warm-up), through the engine's own CachedModel (so a compiled decoder's steps are
+    what is timed)."""
     from .kvcache import CachedModel
 
     device = model.device
     generator = torch.Generator().manual_seed(seed)
     state = CachedModel(model, vocab)
     state.feed(list(context))
-    times = []
+    samples: list[list[float]] = []
     for n in range(1, max_new + 1):
-        samples = []
-        for _ in range(repeats + 1):                       # the first of each is a warm-up
+        times = []
+        for _ in range(repeats + 1):
             ids = torch.randint(0, vocab, (n,), generator=generator).tolist()
             synchronize(device)
             start = time.perf_counter()
             state.feed(ids, logits_to_keep=n)
             synchronize(device)
-            samples.append(time.perf_counter() - start)
+            times.append(time.perf_counter() - start)
             state.cache.crop(-n)                           # this transformers takes minus the count to remove
             del state.ids[-n:]
-        times.append(_median(samples[1:]))
-    return times
+        samples.append(times[1:])
+    return samples
+
+
+def _vocab(pair) -> int:
+    return min(pair.target.config.get_text_config().vocab_size,
+               pair.draft.config.get_text_config().vocab_size if pair.draft is not None else 10**9)
 
 
 def measure_verify_curve(pair, context: list[int], max_gamma: int = CURVE_GAMMAS, repeats: int = 3) -> dict:
     """The target's time for one forward over g+1 tokens (g = 0..max_gamma: a verify of g drafted
-    tokens; g = 0 is one plain decoding step), and the draft's time for one step, at `context`."""
-    vocab = min(pair.target.config.get_text_config().vocab_size,
-                pair.draft.config.get_text_config().vocab_size if pair.draft is not None else 10**9)
-    target = _forward_times(pair.target, context, max_gamma + 1, repeats, vocab)
-    draft = _forward_times(pair.draft, context, 2, repeats, vocab) if pair.draft is not None else None
-    t0 = target[0]
-    return {
+    tokens; g = 0 is one plain decoding step), and the draft's time for one step, at `context`.
+    Each figure is the median of its samples; add_curve_samples adds more (the benchmark takes one
+    more set at every prompt, so that a noisy moment does not make the curve)."""
+    vocab = _vocab(pair)
+    curve = {
         "format": CURVE_FORMAT, "version": CURVE_VERSION,
         "device": pair.device.type, "device_name": device_name(pair.device), "threads": torch.get_num_threads(),
         "target": pair.names.get("target", "?"), "draft": pair.names.get("draft", "?"),
         "dtype": pair.names.get("dtype", "?"), "draft_quantized": pair.names.get("draft_quantized", "?"),
         "target_prepacked": is_prepacked(pair.target),
-        "context_tokens": len(context), "repeats": repeats,
+        "contexts": [len(context)], "context_tokens": len(context),
         "gamma": list(range(max_gamma + 1)), "tokens": [g + 1 for g in range(max_gamma + 1)],
-        "target_seconds": target, "relative_to_one_token": [t / t0 for t in target],
-        "target_step_seconds": t0,
-        "draft_step_seconds": draft[0] if draft else None,
-        "draft_two_token_seconds": draft[1] if draft else None,
-        "cost_ratio_c": draft[0] / t0 if draft else None,
+        "target_samples": _forward_samples(pair.target, context, max_gamma + 1, repeats, vocab),
+        "draft_samples": _forward_samples(pair.draft, context, 2, repeats, vocab) if pair.draft is not None else None,
         "torch": torch.__version__, "transformers": _transformers_version(),
-        "measured_at": _now(),
     }
+    return _summarize_curve(curve)
+
+
+def add_curve_samples(pair, curve: dict, context: list[int], repeats: int = 1) -> dict:
+    """One more set of samples at another context; the curve's figures become the medians of all."""
+    vocab = _vocab(pair)
+    more = _forward_samples(pair.target, context, len(curve["gamma"]), repeats, vocab)
+    curve["target_samples"] = [old + new for old, new in zip(curve["target_samples"], more)]
+    if curve.get("draft_samples") is not None:
+        more = _forward_samples(pair.draft, context, 2, repeats, vocab)
+        curve["draft_samples"] = [old + new for old, new in zip(curve["draft_samples"], more)]
+    curve["contexts"].append(len(context))
+    return _summarize_curve(curve)
+
+
+def _summarize_curve(curve: dict) -> dict:
+    target = [_median(s) for s in curve["target_samples"]]
+    draft = [_median(s) for s in curve["draft_samples"]] if curve.get("draft_samples") else None
+    t0 = target[0]
+    curve.update(
+        context_tokens=round(_median(curve["contexts"])), samples=len(curve["target_samples"][0]),
+        target_seconds=target, relative_to_one_token=[t / t0 for t in target], target_step_seconds=t0,
+        draft_step_seconds=draft[0] if draft else None, draft_two_token_seconds=draft[1] if draft else None,
+        cost_ratio_c=draft[0] / t0 if draft else None, measured_at=_now())
+    return curve
 
 
 def format_curve(curve: dict) -> str:
@@ -362,10 +388,27 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
 
+def representative(runs: list[Run], prompt_pass: dict[tuple[str, int, int], float], aggregate: str) -> list[Run]:
+    """The runs whose times count: all of them ("mean"), or per prompt and method the repeat with the
+    shortest time after the prompt pass ("min": the least disturbed by anything else on the machine)."""
+    if aggregate == "mean":
+        return runs
+    best: dict[tuple, Run] = {}
+    for r in runs:
+        key = (r.category, r.prompt_index, r.method)
+        decode = r.seconds - prompt_pass[(r.category, r.prompt_index, r.repeat)]
+        if key not in best or decode < best[key].seconds - prompt_pass[(key[0], key[1], best[key].repeat)]:
+            best[key] = r
+    return [r for r in runs if best[(r.category, r.prompt_index, r.method)] is r]
+
+
 def summarize(runs: list[Run], prompt_pass: dict[tuple[str, int, int], float], curve: dict | None,
-              methods: Sequence[str], greedy: bool) -> dict[str, Any]:
+              methods: Sequence[str], greedy: bool, aggregate: str = "min") -> dict[str, Any]:
     """Rates, speed-ups, ratios to transformers, acceptance and the theory for one group of runs."""
     out: dict[str, Any] = {"prompts": len({(r.category, r.prompt_index) for r in runs})}
+    identical = _identical(runs) if greedy else None
+    peak = {m: [r.memory for r in runs if r.method == m] for m in methods}
+    runs = representative(runs, prompt_pass, aggregate)
     tps, e2e, tokens, memory = {}, {}, {}, {}
     for method in methods:
         mine = [r for r in runs if r.method == method]
@@ -377,8 +420,8 @@ def summarize(runs: list[Run], prompt_pass: dict[tuple[str, int, int], float], c
         tokens[method] = n
         tps[method] = _rate(n, decode)
         e2e[method] = _rate(n, wall)
-        rss = [r.memory["peak_rss_bytes"] for r in mine if r.memory.get("peak_rss_bytes") is not None]
-        gpu = [r.memory["peak_gpu_bytes"] for r in mine if r.memory.get("peak_gpu_bytes") is not None]
+        rss = [m["peak_rss_bytes"] for m in peak[method] if m.get("peak_rss_bytes") is not None]
+        gpu = [m["peak_gpu_bytes"] for m in peak[method] if m.get("peak_gpu_bytes") is not None]
         memory[method] = {"peak_rss_bytes": max(rss) if rss else None, "peak_gpu_bytes": max(gpu) if gpu else None}
     base = tps.get("baseline")
     out.update(new_tokens=tokens, tokens_per_second=tps, e2e_tokens_per_second=e2e,
@@ -391,7 +434,7 @@ def summarize(runs: list[Run], prompt_pass: dict[tuple[str, int, int], float], c
     if spec:
         out.update(_theory(spec, curve, out["speedup"].get("speculative")))
     if greedy:
-        out["identical"] = _identical(runs)
+        out["identical"] = identical
     return out
 
 
@@ -446,6 +489,8 @@ class BenchSettings:
     chat: bool = True
     curve_gammas: int = CURVE_GAMMAS
     curve_repeats: int = 3
+    curve_every_prompt: bool = True    # one more set of curve samples at every prompt (medians of all)
+    aggregate: str = "min"             # per prompt and method over the repeats: "min" (least disturbed) or "mean"
 
     def validate(self) -> "BenchSettings":
         self.config.validate()
@@ -456,6 +501,8 @@ class BenchSettings:
             raise ConfigError("the baseline method is needed: speed-ups are relative to it")
         if not 1 <= self.repeats <= 20:
             raise ConfigError(f"repeats must be between 1 and 20, got {self.repeats}")
+        if self.aggregate not in ("min", "mean"):
+            raise ConfigError(f"aggregate must be 'min' or 'mean', got {self.aggregate!r}")
         if not 0 <= self.curve_gammas <= 32:
             raise ConfigError(f"the curve's largest gamma must be between 0 and 32, got {self.curve_gammas}")
         if self.config.drafter != "model" and any(m.startswith("hf_") and m != "hf_plain" for m in self.methods):
@@ -497,6 +544,8 @@ def run_benchmark(pair, prompts: dict[str, list[str]], settings: BenchSettings, 
                 shift = done % len(methods)                       # rotate the order from prompt to prompt
                 order = methods[shift:] + methods[:shift]
                 prompt_pass[(category, index, repeat)] = measure_prompt_pass(pair, ids)
+                if settings.curve_every_prompt:
+                    add_curve_samples(pair, curve, ids)
                 mine = {}
                 for method in order:
                     mine[method] = run_method(pair, method, ids, config, memory, category, index, repeat)
@@ -515,14 +564,16 @@ def run_benchmark(pair, prompts: dict[str, list[str]], settings: BenchSettings, 
         "environment": environment(pair),
         "pair": dict(pair.names, target_prepacked=str(is_prepacked(pair.target)).lower()),
         "settings": {"config": config.to_dict(), "methods": methods, "repeats": settings.repeats,
-                     "warmup": settings.warmup, "chat": settings.chat, "hf_assisted": dict(HF_DEFAULTS),
+                     "warmup": settings.warmup, "chat": settings.chat, "aggregate": settings.aggregate,
+                     "hf_assisted": dict(HF_DEFAULTS),
                      "hf_matched": hf_matched_settings(config),
                      "timing": "tokens/s = new tokens / (wall seconds - the target's prompt pass, timed alone); "
                                "e2e includes it",
                      "memory_per_method": memory.per_method},
         "verify_curve": curve,
-        "categories": {c: summarize(rs, prompt_pass, curve, methods, config.greedy) for c, rs in groups.items()},
-        "overall": summarize(runs, prompt_pass, curve, methods, config.greedy),
+        "categories": {c: summarize(rs, prompt_pass, curve, methods, config.greedy, settings.aggregate)
+                       for c, rs in groups.items()},
+        "overall": summarize(runs, prompt_pass, curve, methods, config.greedy, settings.aggregate),
         "runs": [_run_json(r, prompts, prompt_pass) for r in runs],
         "seconds": elapsed,
     }
@@ -660,6 +711,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top-p", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=1, help="times every prompt is run per method")
+    parser.add_argument("--aggregate", choices=["min", "mean"], default="min",
+                        help="over the repeats, per prompt and method: the least disturbed run (min) or all (mean)")
     parser.add_argument("--methods", default=",".join(DEFAULT_METHODS),
                         help=f"comma-separated, from {', '.join(METHODS)} (baseline is required)")
     parser.add_argument("--no-warmup", action="store_true")
@@ -698,7 +751,7 @@ def main(args: argparse.Namespace) -> int:
     config = _config_from(args)
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
     settings = BenchSettings(config=config, methods=methods, repeats=args.repeats, warmup=not args.no_warmup,
-                             chat=not args.raw, curve_gammas=args.curve_gammas).validate()
+                             chat=not args.raw, curve_gammas=args.curve_gammas, aggregate=args.aggregate).validate()
     categories = [c.strip() for c in args.categories.split(",") if c.strip()]
     prompts = load_prompts(args.prompts, categories, args.per_category)
     if args.threads:
@@ -706,9 +759,14 @@ def main(args: argparse.Namespace) -> int:
     log = lambda message: print(message, file=sys.stderr, flush=True)
 
     started = time.perf_counter()
-    pair = load_pair(pair_spec(args), progress=progress_bar)
-    prepacked = 0 if args.no_prepack else prepack_linears(pair.target)
+    spec = pair_spec(args)
+    if "prepack_target" in getattr(spec, "__dataclass_fields__", {}):
+        spec = replace(spec, prepack_target=not args.no_prepack)   # load_pair prepacks (the default)
+    pair = load_pair(spec, progress=progress_bar)
+    if not args.no_prepack:
+        prepack_linears(pair.target)              # a no-op when load_pair did it already
     load_seconds = time.perf_counter() - started
+    prepacked = is_prepacked(pair.target)
     if args.compile:
         from .kvcache import enable_compiled_decoding
         models = [pair.target]
@@ -719,7 +777,7 @@ def main(args: argparse.Namespace) -> int:
             enable_compiled_decoding(model)
         log("compiled decoding on: the warm-up compiles (tens of seconds)")
     log(f"pair loaded in {load_seconds:.1f} s ({pair.names.get('target')} <- {pair.names.get('draft')}, "
-        f"{pair.device}; {prepacked} target linear layers prepacked for oneDNN)")
+        f"{pair.device}; target linear layers {'prepacked for oneDNN' if prepacked else 'as loaded'})")
 
     doc = run_benchmark(pair, prompts, settings, log)
     doc["load_seconds"] = load_seconds

@@ -136,3 +136,16 @@ def test_cli_arguments_parse():
     args = parser.parse_args(["--categories", "code,prose", "--max-new-tokens", "8", "--gamma", "3",
                               "--schedule", "constant", "--drafter", "model", "--repeats", "2"])
     assert args.categories == "code,prose" and args.max_new_tokens == 8 and args.repeats == 2
+
+
+def test_repeats_count_the_least_disturbed_run(pair):
+    settings = BenchSettings(config=SpecConfig(gamma=3, max_new_tokens=6), chat=False, curve_gammas=1,
+                             curve_repeats=1, warmup=False, repeats=2, methods=("baseline", "speculative"))
+    doc = run_benchmark(pair, {"code": PROMPTS["code"][:1]}, settings)
+    assert len(doc["runs"]) == 4 and doc["settings"]["aggregate"] == "min"
+    for method in ("baseline", "speculative"):
+        mine = [r for r in doc["runs"] if r["method"] == method]
+        best = min(r["seconds"] - r["prompt_pass_seconds"] for r in mine)
+        assert doc["overall"]["tokens_per_second"][method] == pytest.approx(6 / best)
+    assert doc["verify_curve"]["samples"] == 1 + 2          # the first set, then one more per prompt and repeat
+    assert doc["overall"]["identical"] is True

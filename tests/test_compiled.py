@@ -30,11 +30,10 @@ def compiled():
         disable_compiled_decoding(model)
 
 
-@pytest.mark.parametrize("schedule", ["constant", "adaptive", "auto"])
-@pytest.mark.parametrize("temperature", [0.0, 1.0])
+# auto picks draft lengths from measured times, so only its greedy output is reproducible run to run.
+@pytest.mark.parametrize("schedule, temperature", [("constant", 0.0), ("constant", 1.0), ("adaptive", 0.0),
+                                                   ("adaptive", 1.0), ("auto", 0.0)])
 def test_compiled_runs_equal_eager_runs(plain, compiled, schedule, temperature):
-    if schedule == "auto" and temperature > 0:
-        pytest.skip("auto picks draft lengths from measured times, so a sampled run's draws differ from run to run")
     config = SpecConfig(gamma=4, schedule=schedule, temperature=temperature, seed=2, max_new_tokens=40)
     (eager_pair, ids), (fast_pair, _) = plain, compiled
     for generate in (speculative_generate, autoregressive_generate):
