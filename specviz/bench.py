@@ -745,7 +745,6 @@ def _config_from(args: argparse.Namespace) -> SpecConfig:
 
 def main(args: argparse.Namespace) -> int:
     from .__main__ import pair_spec, progress_bar
-    from .fastpath import prepack_linears
     from .models import load_pair
 
     config = _config_from(args)
@@ -759,12 +758,8 @@ def main(args: argparse.Namespace) -> int:
     log = lambda message: print(message, file=sys.stderr, flush=True)
 
     started = time.perf_counter()
-    spec = pair_spec(args)
-    if "prepack_target" in getattr(spec, "__dataclass_fields__", {}):
-        spec = replace(spec, prepack_target=not args.no_prepack)   # load_pair prepacks (the default)
+    spec = replace(pair_spec(args), prepack_target=not args.no_prepack)   # load_pair prepacks by default
     pair = load_pair(spec, progress=progress_bar)
-    if not args.no_prepack:
-        prepack_linears(pair.target)              # a no-op when load_pair did it already
     load_seconds = time.perf_counter() - started
     prepacked = is_prepacked(pair.target)
     if args.compile:
