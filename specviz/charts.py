@@ -18,7 +18,7 @@ COLORS = {
     "p": "#4f46e5", "q": "#0d9488", "residual": "#ea580c",
     "accepted": "#16a34a", "rejected": "#dc2626", "unchecked": "#9ca3af",
     "resampled": "#ea580c", "bonus": "#2563eb", "plain": "#64748b", "speculative": "#4f46e5",
-    "draft": "#0d9488", "verify": "#4f46e5",
+    "draft": "#0d9488", "verify": "#4f46e5", "measured": "#db2777",
 }
 FONT = dict(family="Inter, system-ui, sans-serif", size=13, color="#1f2937")
 
@@ -132,8 +132,10 @@ def progress_figure(trace: Trace) -> go.Figure:
 
 # --- theory ---------------------------------------------------------------------------------------
 
-def speedup_figure(a: float, g: int, c: float, points: Sequence[MeasuredPoint] = (), gamma_max: int = 16) -> go.Figure:
-    """Predicted speed-up against gamma for the chosen a and c, a few other a for reference, and measured runs."""
+def speedup_figure(a: float, g: int, c: float, points: Sequence[MeasuredPoint] = (), gamma_max: int = 16,
+                   curve: dict | None = None) -> go.Figure:
+    """Predicted speed-up against gamma for the chosen a and c, a few other a for reference, and measured runs.
+    With a verify-cost curve (theory.load_verify_curve), also the prediction from its measured times at this a."""
     gammas = list(range(1, gamma_max + 1))
     fig = go.Figure()
     for other in (0.5, 0.7, 0.9):
@@ -148,6 +150,16 @@ def speedup_figure(a: float, g: int, c: float, points: Sequence[MeasuredPoint] =
                     marker=dict(symbol="star", size=16, color="#f59e0b", line=dict(color="#92400e", width=1)))
     fig.add_scatter(x=[g], y=[theory.speedup(a, g, c)], name=f"your γ = {g}", mode="markers",
                     marker=dict(size=11, color=COLORS["p"], line=dict(color="white", width=2)))
+    if curve is not None and theory.measured_cost_ratio(curve) is not None:
+        # Same a, but the machine's own c and a verify that costs what it measured, not one step.
+        name = f"measured times ({curve.get('device', '?')}, c = {theory.measured_cost_ratio(curve):.3f})"
+        fig.add_scatter(x=gammas, y=theory.measured_speedup_curve(a, curve, gammas), name=name, mode="lines",
+                        line=dict(color=COLORS["measured"], width=3, dash="dash"),
+                        hovertemplate="γ = %{x}: %{y:.2f}× with measured times<extra></extra>")
+        best_m = theory.measured_optimal_gamma(a, curve, gamma_max)
+        fig.add_scatter(x=[best_m], y=[theory.measured_speedup(a, best_m, curve)], mode="markers",
+                        name=f"measured optimal γ = {best_m}",
+                        marker=dict(symbol="star", size=16, color=COLORS["measured"], line=dict(color="white", width=1)))
     measured = [pt for pt in points if pt.measured_speedup is not None]
     predicted = [pt for pt in measured if pt.predicted_speedup is not None]
     if predicted:
@@ -176,6 +188,33 @@ def speedup_figure(a: float, g: int, c: float, points: Sequence[MeasuredPoint] =
     fig.update_xaxes(title_text="γ (draft length)", dtick=1 if gamma_max <= 16 else 2)
     fig.update_yaxes(title_text="speed-up over plain decoding", rangemode="tozero")
     return _layout(fig, "Speed-up against γ", height=420)
+
+
+def verify_curve_figure(curve: dict, gamma_max: int = 16) -> go.Figure:
+    """What one verify of g drafted tokens (a target forward over g+1 tokens) costs, in target steps, as
+    measured; Leviathan et al.'s flat 1 and one draft step (c) for reference. Past the measured end the
+    line is the linear extension that the measured speed-up uses, drawn dotted."""
+    measured = list(range(len(curve["target_seconds"])))
+    extended = list(range(measured[-1], gamma_max + 1))
+    ms = [1000 * theory.curve_time(curve, g) for g in measured]
+    fig = go.Figure()
+    fig.add_scatter(x=[g + 1 for g in measured], y=theory.verify_cost_ratios(curve, measured), customdata=ms,
+                    name="verify, measured", mode="lines+markers", line=dict(color=COLORS["verify"], width=3),
+                    hovertemplate="%{x} tokens: %{customdata:.0f} ms = %{y:.2f} target steps<extra></extra>")
+    if len(extended) > 1:
+        fig.add_scatter(x=[g + 1 for g in extended], y=theory.verify_cost_ratios(curve, extended),
+                        name="extended linearly (used past the measured end)", mode="lines",
+                        line=dict(color=COLORS["verify"], width=2, dash="dot"), hoverinfo="skip")
+    ends = [1, extended[-1] + 1]
+    fig.add_scatter(x=ends, y=[1.0, 1.0], name="Leviathan's assumption: a verify costs one step", mode="lines",
+                    line=dict(color=COLORS["plain"], width=2, dash="dash"), hoverinfo="skip")
+    c = theory.measured_cost_ratio(curve)
+    if c is not None:
+        fig.add_scatter(x=ends, y=[c, c], name=f"one draft step: c = {c:.3f}", mode="lines",
+                        line=dict(color=COLORS["draft"], width=2, dash="dot"), hoverinfo="skip")
+    fig.update_xaxes(title_text="tokens verified in one target forward (γ + 1)", dtick=1 if gamma_max <= 16 else 2)
+    fig.update_yaxes(title_text="time ÷ one target step", rangemode="tozero")
+    return _layout(fig, f"Verify cost, measured on {curve.get('device_name', curve.get('device', '?'))}", height=380)
 
 
 def expected_tokens_figure(a: float, g: int, points: Sequence[MeasuredPoint] = ()) -> go.Figure:

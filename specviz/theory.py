@@ -5,7 +5,11 @@ g = gamma (draft length), c = cost ratio (one draft step / one target step).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+import math
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 
 def expected_tokens(a: float, g: int) -> float:
@@ -20,9 +24,14 @@ def speedup(a: float, g: int, c: float) -> float:
     return expected_tokens(a, g) / (g * c + 1.0)
 
 
+def best_gamma(speedup_at: Callable[[int], float], gamma_max: int) -> int:
+    """The gamma in 1..gamma_max with the largest speedup_at(gamma); the smallest such gamma on a tie."""
+    return max(range(1, gamma_max + 1), key=speedup_at)
+
+
 def optimal_gamma(a: float, c: float, gamma_max: int = 32) -> int:
     """The gamma in 1..gamma_max with the largest predicted speed-up."""
-    return max(range(1, gamma_max + 1), key=lambda g: speedup(a, g, c))
+    return best_gamma(lambda g: speedup(a, g, c), gamma_max)
 
 
 def measured_speedup_prediction(a: float, g: int, t_target: float, t_draft: float, t_verify: float) -> float:
@@ -60,6 +69,18 @@ def measured_speedup(a: float, g: int, curve: dict) -> float:
                                        curve_time(curve, g))
 
 
+def measured_speedup_curve(a: float, curve: dict, gammas: Sequence[int]) -> list[float]:
+    return [measured_speedup(a, g, curve) for g in gammas]
+
+
+def measured_optimal_gamma(a: float, curve: dict, gamma_max: int = 32) -> int:
+    """The gamma in 1..gamma_max with the largest speed-up predicted from the curve's measured times.
+    With a flat curve (a verify costs one step) this is optimal_gamma(a, c). A verify that grows by s steps
+    per token checked acts like a larger c (c + s) and moves the optimum down; a fixed extra cost per
+    verify is shared by all the round's tokens and moves it up. A real curve mixes both."""
+    return best_gamma(lambda g: measured_speedup(a, g, curve), gamma_max)
+
+
 def curve_time(curve: dict, g: int) -> float:
     """t_verify(g) from a verify-cost curve; beyond its end, extended linearly from its last two points."""
     times = curve["target_seconds"]
@@ -69,15 +90,35 @@ def curve_time(curve: dict, g: int) -> float:
     return times[-1] + slope * (g - len(times) + 1)
 
 
-def load_verify_curve(path) -> dict | None:
-    """A verify-cost curve saved by the benchmark, or None if there is none (or it is not one)."""
-    import json
-    from pathlib import Path
+def verify_cost_ratios(curve: dict, gammas: Sequence[int]) -> list[float]:
+    """t_verify(g) / t_target for each g: what one verify of g drafted tokens costs in target steps
+    (Leviathan et al. assume 1 for every g)."""
+    return [curve_time(curve, g) / curve["target_step_seconds"] for g in gammas]
 
+
+def measured_cost_ratio(curve: dict) -> float | None:
+    """c = draft step / target step, from the same times measured_speedup uses; None when the curve timed
+    no draft (a run without a draft model), and then there is no measured speed-up either."""
+    draft = curve.get("draft_step_seconds")
+    return draft / curve["target_step_seconds"] if draft is not None else None
+
+
+def _positive(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+
+
+def load_verify_curve(path: str | os.PathLike[str]) -> dict | None:
+    """A verify-cost curve saved by the benchmark, or None if there is none (or it is not one).
+    Checked here, once, so that the formulas above can trust its times: positive, finite numbers."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(data, dict) or data.get("format") != "specviz-verify-curve" or not data.get("target_seconds"):
+    if not isinstance(data, dict) or data.get("format") != "specviz-verify-curve":
+        return None
+    times = data.get("target_seconds")
+    draft = data.get("draft_step_seconds")
+    if (not isinstance(times, list) or not times or not all(_positive(t) for t in times)
+            or not _positive(data.get("target_step_seconds")) or not (draft is None or _positive(draft))):
         return None
     return data

@@ -19,7 +19,7 @@ from typing import Any
 
 import streamlit as st
 
-from . import charts, lab
+from . import charts, lab, theory
 from .charts import visible
 from .config import GAMMA_LIMIT, MAX_NEW_TOKENS_LIMIT, ConfigError, SpecConfig
 from .jobs import Job, PairLoader, start_job
@@ -51,6 +51,25 @@ CSS_FILE = ASSETS / "style.css"
 def traces_dir() -> Path:
     """Recorded runs for the instant first screen (SPECVIZ_TRACES_DIR overrides, for tests)."""
     return Path(os.environ.get("SPECVIZ_TRACES_DIR") or ASSETS / "traces")
+
+
+def curves_dir() -> Path:
+    """Where the benchmark writes its verify-cost curves (SPECVIZ_CURVES_DIR overrides, for tests)."""
+    return Path(os.environ.get("SPECVIZ_CURVES_DIR") or ASSETS)
+
+
+def verify_curves() -> tuple[dict[str, dict], list[str]]:
+    """The curves in curves_dir() by device (verify_curve_<device>.json), and the names of the files that
+    are not one. Read on every run, not cached: they are small, and a new benchmark shows at once."""
+    curves: dict[str, dict] = {}
+    damaged: list[str] = []
+    for path in sorted(curves_dir().glob("verify_curve_*.json")):
+        curve = theory.load_verify_curve(path)
+        if curve is None:
+            damaged.append(path.name)
+        else:
+            curves[path.stem.removeprefix("verify_curve_")] = curve
+    return curves, damaged
 
 
 def pair_override() -> str:
