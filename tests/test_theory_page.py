@@ -4,7 +4,6 @@ damaged one."""
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pytest
@@ -229,18 +228,19 @@ def test_page_survives_a_damaged_curve(monkeypatch, tmp_path):
 
 
 def test_page_offers_a_choice_of_curves(monkeypatch, tmp_path):
-    real = json.loads(REAL_CURVE.read_text(encoding="utf-8"))
-    (tmp_path / "verify_curve_cpu.json").write_text(json.dumps(real))
-    steep = {**real, "device": "cuda", "device_name": "A steep test GPU",
-             "target_seconds": [real["target_step_seconds"] * (1 + 0.5 * g) for g in range(9)]}
+    cpu = {**flat(0.15, step=0.2), "device_name": "A flat test CPU"}
+    steep = {**linear(0.15, 0.5, step=0.2), "device": "cuda", "device_name": "A steep test GPU"}
+    (tmp_path / "verify_curve_cpu.json").write_text(json.dumps(cpu))
     (tmp_path / "verify_curve_cuda.json").write_text(json.dumps(steep))
     at = theory_page(monkeypatch, tmp_path, tmp_path)
-    assert at.selectbox(key="theory.curve").options == [f"cpu: {real['device_name']}", "cuda: A steep test GPU"]
-    assert metric(at, "Optimal γ, measured times") == str(theory.measured_optimal_gamma(0.8, real, 16))
+    assert at.selectbox(key="theory.curve").options == ["cpu: A flat test CPU", "cuda: A steep test GPU"]
+    assert "A flat test CPU" in page_text(at)
+    flat_best = theory.measured_optimal_gamma(0.8, cpu, 16)
+    assert metric(at, "Optimal γ, measured times") == str(flat_best) == str(theory.optimal_gamma(0.8, 0.15, 16))
     at.selectbox(key="theory.curve").set_value("cuda").run()
     assert not at.exception
     assert "A steep test GPU" in page_text(at)
     best = theory.measured_optimal_gamma(0.8, steep, 16)
     assert metric(at, "Optimal γ, measured times") == str(best)
-    assert best < theory.measured_optimal_gamma(0.8, real, 16)
-    assert math.isfinite(float(metric(at, "Speed-up, measured times").rstrip("×")))
+    assert best < flat_best
+    assert metric(at, "Speed-up, measured times") == f"{theory.measured_speedup(0.8, 4, steep):.2f}×"
