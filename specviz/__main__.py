@@ -46,8 +46,11 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = SpecConfig()
     parser.add_argument("--drafter", choices=["model", "ngram"], default=defaults.drafter)
     parser.add_argument("--gamma", type=int, default=defaults.gamma, help="draft length (the start value if adaptive)")
-    parser.add_argument("--schedule", choices=["constant", "adaptive"], default=defaults.schedule)
+    parser.add_argument("--schedule", choices=["constant", "adaptive", "auto"], default=defaults.schedule,
+                        help="auto: drafts up to --gamma-max while the draft is confident, plain steps while it does not pay")
     parser.add_argument("--gamma-max", type=int, default=defaults.gamma_max)
+    parser.add_argument("--lookahead", type=int, default=defaults.lookahead,
+                        help="model drafter: prompt-lookup guesses scored per draft forward (0 = off)")
     parser.add_argument("--draft-confidence", type=float, default=defaults.draft_confidence,
                         help="stop drafting when the draft's top probability is below this (0 = off)")
     parser.add_argument("--temperature", type=float, default=defaults.temperature, help="0 = greedy")
@@ -72,9 +75,9 @@ def config_from(args: argparse.Namespace) -> SpecConfig:
     return SpecConfig(
         gamma=args.gamma, schedule=args.schedule,
         # gamma_max only bounds the adaptive schedule; a constant gamma above its default is fine.
-        gamma_max=args.gamma_max if args.schedule == "adaptive" else max(args.gamma_max, args.gamma),
+        gamma_max=args.gamma_max if args.schedule != "constant" else max(args.gamma_max, args.gamma),
         draft_confidence=args.draft_confidence, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-        seed=args.seed, max_new_tokens=args.max_new_tokens, drafter=args.drafter,
+        seed=args.seed, max_new_tokens=args.max_new_tokens, drafter=args.drafter, lookahead=args.lookahead,
     ).validate()
 
 

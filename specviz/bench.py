@@ -69,7 +69,7 @@ HF_DEFAULTS = {"num_assistant_tokens": 20, "assistant_confidence_threshold": 0.4
 CURVE_GAMMAS = 8
 
 # Our settings that the benchmark uses unless told otherwise: the tuned configuration.
-BENCH_DEFAULTS = dict(gamma=6, schedule="auto", gamma_max=16, draft_confidence=0.7)
+BENCH_DEFAULTS = dict(gamma=6, schedule="auto", gamma_max=16, draft_confidence=0.7, lookahead=8)
 
 Log = Callable[[str], None]
 
@@ -455,6 +455,8 @@ def _theory(spec: list[Run], curve: dict | None, measured: float | None) -> dict
         "bookkeeping_share": sum(r.stats["bookkeeping_seconds"] for r in spec) / seconds if seconds else 0.0,
         "draft_seconds_per_forward": (sum(r.stats["draft_seconds"] for r in spec)
                                       / max(1, sum(r.stats["draft_forwards"] for r in spec))),
+        # below 1 when lookahead scored several drafted tokens in one draft forward
+        "draft_forwards_per_drafted": sum(r.stats["draft_forwards"] for r in spec) / drafted if drafted else None,
     }
     if curve is None or not curve.get("draft_step_seconds"):
         return result
@@ -601,7 +603,7 @@ def format_table(doc: dict[str, Any]) -> str:
     short = {"baseline": "base", "speculative": "ours", "hf_assisted": "hf", "hf_matched": "hf=", "hf_plain": "hf-ar"}
     head = (["category", "n"] + [f"{short[m]} t/s" for m in methods]
             + [f"{short[m]} x" for m in methods if m != "baseline"]
-            + ["ours/hf", "ours/hf=", "a", "acc/rnd", "g", "c", "pred", "eff", "same"])
+            + ["ours/hf", "ours/hf=", "a", "acc/rnd", "g", "fwd/d", "c", "pred", "eff", "same"])
     rows = []
     for name, s in list(doc["categories"].items()) + [("overall", doc["overall"])]:
         row = [name, str(s["prompts"])]
@@ -609,7 +611,7 @@ def format_table(doc: dict[str, Any]) -> str:
         row += [_f(s["speedup"].get(m), suffix="x") for m in methods if m != "baseline"]
         row += [_f(s["ratio_to_hf"].get("hf_assisted")), _f(s["ratio_to_hf"].get("hf_matched")),
                 _f(s.get("acceptance_rate")), _f(s.get("mean_accepted_per_round")), _f(s.get("mean_gamma"), ".1f"),
-                _f(s.get("cost_ratio_c"), ".3f"), _f(s.get("predicted_speedup"), suffix="x"), _f(s.get("efficiency")),
+                _f(s.get("draft_forwards_per_drafted")), _f(s.get("cost_ratio_c"), ".3f"), _f(s.get("predicted_speedup"), suffix="x"), _f(s.get("efficiency")),
                 {True: "yes", False: "NO", None: "-"}[s.get("identical")]]
         rows.append(row)
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
@@ -630,6 +632,8 @@ def format_table(doc: dict[str, Any]) -> str:
         f"({doc['settings']['hf_matched']['num_assistant_tokens']} tokens, confidence "
         f"{doc['settings']['hf_matched']['assistant_confidence_threshold']}), hf-ar = target.generate() alone.",
         "a = accepted / checked drafted tokens; acc/rnd = accepted per round; g = mean drafted per round; "
+        f"fwd/d = draft forwards per drafted token (ours, lookahead {doc['settings']['config'].get('lookahead', 0)}: "
+        "prompt-lookup guesses scored in one draft forward; transformers drafts one token per forward); "
         "c = draft step / target step; pred = E(a,g) t_target / (g t_draft + t_verify(g)) from the measured curve; "
         "eff = measured ours x / pred.",
         f"end-to-end (prompt pass included) speed-up: " + ", ".join(
@@ -704,6 +708,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--schedule", choices=["constant", "adaptive", "auto"], default=defaults.schedule,
                         help="auto: cost-aware, picks each round's draft length (0 = a plain target step)")
     parser.add_argument("--gamma-max", type=int, default=defaults.gamma_max)
+    parser.add_argument("--lookahead", type=int, default=defaults.lookahead,
+                        help="model drafter: prompt-lookup guesses scored per draft forward (0 = off)")
     parser.add_argument("--draft-confidence", type=float, default=defaults.draft_confidence,
                         help="stop drafting when the draft's top probability is below this (0 = off)")
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
@@ -738,7 +744,7 @@ def _config_from(args: argparse.Namespace) -> SpecConfig:
         gamma=args.gamma, schedule=args.schedule,
         gamma_max=args.gamma_max if args.schedule != "constant" else max(args.gamma_max, args.gamma),
         draft_confidence=args.draft_confidence, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-        seed=args.seed, max_new_tokens=args.max_new_tokens, drafter=args.drafter,
+        seed=args.seed, max_new_tokens=args.max_new_tokens, drafter=args.drafter, lookahead=args.lookahead,
         fuse_prompt=not args.no_fuse_prompt,
     ).validate()
 

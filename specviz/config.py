@@ -29,6 +29,8 @@ class SpecConfig:
     max_new_tokens: int = 64
     drafter: DrafterName = "model"
     ngram_size: int = 3              # longest n-gram the prompt-lookup drafter matches
+    lookahead: int = 0               # model drafter: up to this many prompt-lookup guesses scored in one draft
+                                     # forward (same tokens and q as one-token steps, fewer forwards); 0: off
     record_top: int = 8              # how many top tokens of p, q and the residual each event keeps
     fuse_prompt: bool = False        # process the prompt inside the first round's forwards (as transformers'
                                      # generate does) instead of a separate pass: one target and one draft forward
@@ -58,6 +60,8 @@ class SpecConfig:
             raise ConfigError(f"max new tokens must be between 1 and {MAX_NEW_TOKENS_LIMIT}, got {self.max_new_tokens}")
         if self.drafter not in ("model", "ngram"):
             raise ConfigError(f"drafter must be 'model' or 'ngram', got {self.drafter!r}")
+        if not 0 <= self.lookahead <= GAMMA_LIMIT:
+            raise ConfigError(f"lookahead must be between 0 (off) and {GAMMA_LIMIT}, got {self.lookahead}")
         if not 1 <= self.ngram_size <= 8:
             raise ConfigError(f"n-gram size must be between 1 and 8, got {self.ngram_size}")
         return self

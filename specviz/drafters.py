@@ -2,6 +2,8 @@
 
 Two kinds behind one small protocol:
 - ModelDrafter: a small causal LM, sampled with the same transform as the target (q = its probabilities).
+  With lookahead, prompt lookup guesses how the text goes on and one draft forward scores the guesses
+  at once (staged speculation: the draft checks cheap guesses the way the target checks the draft).
 - NgramDrafter: prompt lookup, no model. Copies what followed the last occurrence of the current
   suffix; its q is a point mass, q(d) = 1.
 """
@@ -22,6 +24,7 @@ class Draft:
     ids: list[int]
     q: torch.Tensor | None   # [len(ids), V] draft probabilities; None for a point-mass drafter
     forwards: int            # model forward passes spent
+    from_lookahead: tuple[bool, ...] = ()  # per token: its q row came from a forward over lookup guesses
 
 
 class Drafter(Protocol):
@@ -42,8 +45,10 @@ class ModelDrafter:
     """Per-run drafting state around a shared draft model."""
     name = "model"
 
-    def __init__(self, model, vocab_width: int):
+    def __init__(self, model, vocab_width: int, lookahead: int = 0, max_ngram: int = 3):
         self.state = CachedModel(model, vocab_width)
+        self.lookahead = lookahead    # most prompt-lookup guesses scored per draft forward; 0: one token per forward
+        self.max_ngram = max_ngram
 
     @property
     def cache_length(self) -> int:
@@ -55,21 +60,40 @@ class ModelDrafter:
 
     def propose(self, committed, gamma, warpers, generator, greedy, confidence) -> Draft:
         # Autoregressive: q_i = transform(draft logits | x, d_1..d_{i-1}); d_i ~ q_i.
-        logits = self.state.feed(self.state.pending(committed))
+        # Lookahead: prompt lookup guesses g_1..g_m for the next positions and one forward over
+        # [newest token, g_1..g_m] returns m + 1 rows of logits, row r conditioned on g_1..g_r.
+        # d_i is always drawn from its own row; the next row is used only while the drawn tokens equal
+        # the guesses it was conditioned on (then it is exactly q_{i+1}), else the draft runs a new
+        # forward. So the tokens and q are what one-token steps give; only the forwards are fewer.
         ids: list[int] = []
         rows: list[torch.Tensor] = []
-        forwards = 1
-        for i in range(gamma):
-            q = probabilities(logits, warpers)                      # [1, V]
+        from_lookahead: list[bool] = []
+        guess = self._guess(committed, gamma)
+        logits = self.state.feed(self.state.pending(committed) + guess, logits_to_keep=len(guess) + 1)
+        forwards, row = 1, 0
+        while True:
+            q = probabilities(logits[row:row + 1], warpers)          # [1, V]
             token = int(sample(q, generator, greedy)[0])
             ids.append(token)
             rows.append(q[0])
+            from_lookahead.append(row > 0)
             # Stop early when the draft itself is unsure: its tokens would mostly be rejected.
-            if i == gamma - 1 or (confidence > 0 and float(q.max()) < confidence):
+            if len(ids) == gamma or (confidence > 0 and float(q.max()) < confidence):
                 break
-            logits = self.state.feed([token])
-            forwards += 1
-        return Draft(ids, torch.stack(rows), forwards)
+            if row < len(guess) and token == guess[row]:
+                row += 1                                             # next row: context d_1..d_i, as needed
+                continue
+            self.state.truncate(self.state.length - (len(guess) - row))  # drop the guesses not drawn
+            guess = self._guess(committed + ids, gamma - len(ids))
+            logits = self.state.feed([token] + guess, logits_to_keep=len(guess) + 1)
+            forwards, row = forwards + 1, 0
+        return Draft(ids, torch.stack(rows), forwards, tuple(from_lookahead))
+
+    def _guess(self, context: list[int], remaining: int) -> list[int]:
+        """Prompt-lookup guesses for the positions after the next one (at most remaining - 1 are useful)."""
+        if self.lookahead <= 0 or remaining <= 1:
+            return []
+        return lookup_continuation(context, min(self.lookahead, remaining - 1), self.max_ngram)
 
     def rollback(self, committed: list[int]) -> None:
         self.state.rollback(committed)

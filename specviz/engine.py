@@ -63,7 +63,7 @@ def make_drafter(pair, config: SpecConfig, width: int) -> Drafter:
         return NgramDrafter(config.ngram_size)
     if pair.draft is None:
         raise EngineError("this pair has no draft model: choose the n-gram drafter or load a draft model")
-    return ModelDrafter(pair.draft, width)
+    return ModelDrafter(pair.draft, width, config.lookahead, config.ngram_size)
 
 
 def next_gamma(config: SpecConfig, gamma: int, drafted: int, accepted: int) -> int:
@@ -214,7 +214,8 @@ def _round_event(index, position, gamma, draft, p, verdict, appended, caches, ti
     for i, token in enumerate(ids):
         verdict_i = "accepted" if i < verdict.n_accepted else ("rejected" if i == verdict.n_accepted else "unchecked")
         u = verdict.u[i] if i < len(verdict.u) else None
-        drafted.append(DraftedToken(token, text(token), q_of_d[i], p_of_d[i], verdict.ratios[i], u, verdict_i))
+        lookahead = i < len(draft.from_lookahead) and draft.from_lookahead[i]
+        drafted.append(DraftedToken(token, text(token), q_of_d[i], p_of_d[i], verdict.ratios[i], u, verdict_i, lookahead))
     at = verdict.n_accepted  # the rejection (or bonus) position
     k = config.record_top
     top_q = _top(draft.q[at], k, text) if verdict.rejected and draft.q is not None else ()

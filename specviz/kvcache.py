@@ -133,9 +133,13 @@ class CachedModel:
         limit = min(len(self.ids), len(committed) - 1)
         while keep < limit and self.ids[keep] == committed[keep]:
             keep += 1
-        if keep < len(self.ids):
-            self.cache.crop(keep - len(self.ids))  # this transformers takes minus the count to remove
-            del self.ids[keep:]
+        self.truncate(keep)
+
+    def truncate(self, length: int) -> None:
+        """Keep the first `length` cached tokens (drop guesses that turned out wrong)."""
+        if length < len(self.ids):
+            self.cache.crop(length - len(self.ids))  # this transformers takes minus the count to remove
+            del self.ids[length:]
 
     def pending(self, committed: list[int]) -> list[int]:
         """Committed tokens not yet in the cache (call after rollback)."""

@@ -41,6 +41,7 @@ class DraftedToken:
     ratio: float          # min(1, p/q), the acceptance probability
     u: float | None       # the uniform draw compared with ratio; None in greedy mode (argmax match)
     verdict: Verdict
+    from_lookahead: bool = False  # its q came from a draft forward over prompt-lookup guesses (no forward of its own)
 
 
 @dataclass(frozen=True)

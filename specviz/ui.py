@@ -163,7 +163,7 @@ QUANTIZE = {"auto (int8 on CPU)": None, "on (int8)": True, "off": False}
 DEFAULTS: dict[str, Any] = {
     "cfg.preset": next(iter(PRESETS)), "cfg.device": "auto", "cfg.quantize": next(iter(QUANTIZE)),
     "cfg.trust": False, "cfg.custom_target": "", "cfg.custom_draft": "", "cfg.custom_applied": None,
-    "cfg.drafter": "model", "cfg.ngram": 3, "cfg.gamma": 5, "cfg.schedule": "constant", "cfg.gamma_max": 12,
+    "cfg.drafter": "model", "cfg.ngram": 3, "cfg.lookahead": 0, "cfg.gamma": 5, "cfg.schedule": "constant", "cfg.gamma_max": 12,
     "cfg.confidence": 0.0, "cfg.temperature": 0.0, "cfg.top_k": 0, "cfg.top_p": 1.0, "cfg.seed": 0,
     "cfg.max_new_tokens": 32, "cfg.chat": True,
 }
@@ -208,7 +208,7 @@ def _read_config() -> tuple[SpecConfig | None, str | None]:
             draft_confidence=float(s["cfg.confidence"]), temperature=float(s["cfg.temperature"]),
             top_k=int(s["cfg.top_k"]), top_p=float(s["cfg.top_p"]), seed=int(s["cfg.seed"]),
             max_new_tokens=int(s["cfg.max_new_tokens"]), drafter=s["cfg.drafter"], ngram_size=int(s["cfg.ngram"]),
-            record_top=10,
+            lookahead=int(s["cfg.lookahead"]), record_top=10,
         ).validate()
         return config, None
     except (ConfigError, TypeError, ValueError) as exc:
@@ -250,12 +250,19 @@ def sidebar() -> Settings:
                       "(prompt lookup): no model, q is a point mass.")
         if st.session_state["cfg.drafter"] == "ngram":
             st.slider("Longest n-gram to match", 1, 8, key="cfg.ngram")
+        else:
+            st.slider("Lookahead: lookup guesses per draft pass", 0, 16, key="cfg.lookahead",
+                      help="0 = off. Prompt lookup guesses how the text goes on; one draft pass scores the guesses "
+                           "at once, and while the draft's own draws agree with them it needs no further pass. "
+                           "Same drafted tokens and q, fewer draft passes (marked ⇢ on the round view).")
         st.number_input(f"γ: draft length (1-{GAMMA_LIMIT})", step=1, key="cfg.gamma",
                         help="How many tokens the drafter proposes per round.")
-        st.radio("Schedule", ["constant", "adaptive"], key="cfg.schedule", horizontal=True,
-                 help="adaptive: γ grows by 2 after a round whose drafts were all accepted, shrinks by 1 otherwise.")
-        if st.session_state["cfg.schedule"] == "adaptive":
-            st.number_input("Largest γ (adaptive)", step=1, key="cfg.gamma_max")
+        st.radio("Schedule", ["constant", "adaptive", "auto"], key="cfg.schedule", horizontal=True,
+                 help="adaptive: γ grows by 2 after a round whose drafts were all accepted, shrinks by 1 otherwise. "
+                      "auto: drafts up to the largest γ while the draft is confident (0.7 unless set below) and "
+                      "takes plain target steps while speculating measurably does not pay.")
+        if st.session_state["cfg.schedule"] in ("adaptive", "auto"):
+            st.number_input(f"Largest γ ({st.session_state['cfg.schedule']})", step=1, key="cfg.gamma_max")
         st.slider("Draft-confidence stop", 0.0, 0.95, step=0.05, key="cfg.confidence",
                   help="Stop drafting early when the draft's own top probability falls below this (0 = off).")
 
@@ -595,7 +602,10 @@ def draft_chips_html(event: RoundEvent, greedy: bool) -> str:
         title = f"draft position {i + 1}: q(d)={d.q:.4f}, p(d)={d.p:.4f}, min(1,p/q)={d.ratio:.4f}"
         if greedy:
             title += " (greedy decoding checks argmax p instead)"
-        chips.append(_chip(d.verdict, d.text, verdict, rows, pos=f"d{i + 1}", title=title))
+        if d.from_lookahead:
+            title += "; its q came from a draft forward over prompt-lookup guesses (no forward of its own)"
+        chips.append(_chip(d.verdict, d.text, verdict, rows, pos=f"d{i + 1}" + (" ⇢" if d.from_lookahead else ""),
+                           title=title))
     if not chips:
         chips.append('<div class="sv-chip sv-unchecked"><div class="sv-tok">∅</div>'
                      '<div class="sv-verdict">nothing drafted</div></div>')
@@ -716,6 +726,13 @@ def explain_round(event: RoundEvent, greedy: bool) -> str:
     else:
         parts.append(f"The drafter proposed **{n}** token{'s' if n != 1 else ''}. "
                      f"The target scored all of them in **one** forward pass.")
+        shared = sum(d.from_lookahead for d in event.drafted)
+        if shared:
+            parts.append(f"The draft itself ran {event.draft_forwards} forward pass{'es' if event.draft_forwards != 1 else ''}, "
+                         f"not {n}: prompt lookup guessed how the text goes on, one draft pass scored the guesses at "
+                         f"once, and {shared} token{'s were' if shared != 1 else ' was'} (marked ⇢) drawn from q rows "
+                         "that came with those guesses. Each is still drawn from the draft's own q, so the draft is "
+                         "unchanged; only its passes are fewer.")
         if event.rejection_index is None:
             parts.append(f"It accepted **all {n}**, so it also gives a free **bonus** token from the distribution "
                          f"after the last draft: {n + 1} tokens for one target pass.")

@@ -203,3 +203,45 @@ def test_lookup_continuation():
     assert lookup_continuation([1, 2, 3, 9, 1, 2, 3], gamma=3, max_ngram=3) == [9, 1, 2]
     assert lookup_continuation([1, 2, 3, 4], gamma=3, max_ngram=3) == []
     assert lookup_continuation([7, 5, 8, 5], gamma=2, max_ngram=2) == [8, 5]  # falls back to a 1-gram
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_lookahead_drafts_the_same_tokens_with_fewer_forwards(pair, prompt_ids, temperature):
+    """Prompt-lookup guesses only save draft forwards: each d_i is still drawn from its own q_i (same
+    generator draws in the same order), so drafts, q, verdicts and output match one-token drafting."""
+    def run(lookahead):
+        config = SpecConfig(gamma=6, temperature=temperature, seed=5, max_new_tokens=60, lookahead=lookahead)
+        return run_to_end(speculative_generate(pair, prompt_ids, config))
+    (plain_rounds, plain), (look_rounds, look) = run(0), run(6)
+    assert look.token_ids == plain.token_ids
+    assert [[d.id for d in r.drafted] for r in look_rounds] == [[d.id for d in r.drafted] for r in plain_rounds]
+    for a, b in zip(look_rounds, plain_rounds):
+        assert [d.q for d in a.drafted] == pytest.approx([d.q for d in b.drafted], abs=1e-5)
+        assert [d.verdict for d in a.drafted] == [d.verdict for d in b.drafted]
+        # A token whose q came with a lookup guess cost no forward of its own.
+        assert a.draft_forwards == len(a.drafted) - sum(d.from_lookahead for d in a.drafted)
+    assert not any(d.from_lookahead for r in plain_rounds for d in r.drafted)
+    assert look.draft_forwards <= plain.draft_forwards
+    if temperature == 0.0:
+        assert look.draft_forwards < plain.draft_forwards  # the tiny target's greedy text loops: guesses hit
+
+
+@torch.inference_mode()
+def test_lookahead_keeps_the_draft_cache_consistent(pair, prompt_ids):
+    """Wrong guesses are cut from the draft's cache: after a round and a rollback its next logits are
+    those of a fresh forward over the committed text."""
+    from specviz.drafters import ModelDrafter
+    from specviz.sampling import build_warpers
+
+    config = SpecConfig(gamma=8)
+    drafter = ModelDrafter(pair.draft, pair.draft.config.vocab_size, lookahead=8)
+    committed = list(prompt_ids)
+    for _ in range(6):
+        draft = drafter.propose(committed, 8, build_warpers(config), None, True, 0.0)
+        assert drafter.state.cache.get_seq_length() == drafter.state.length
+        assert drafter.state.ids[:len(committed) + len(draft.ids) - 1] == committed + draft.ids[:-1]
+        committed = committed + draft.ids[:len(draft.ids) // 2] + [7]   # a partial accept and a correction
+        drafter.rollback(committed)
+        assert drafter.state.ids == committed[:len(drafter.state.ids)]
+    fresh = pair.draft(torch.tensor([committed])).logits[0, -1]
+    torch.testing.assert_close(drafter.state.feed(drafter.state.pending(committed))[0], fresh, atol=1e-4, rtol=1e-4)

@@ -78,6 +78,7 @@ CONFIGS = {
     "temperature 0.7, top-k 4": SpecConfig(gamma=2, temperature=0.7, top_k=4, max_new_tokens=3),
     "top-p 0.8": SpecConfig(gamma=3, temperature=1.0, top_p=0.8, max_new_tokens=3),
     "n-gram drafter": SpecConfig(gamma=3, temperature=1.0, drafter="ngram", max_new_tokens=3),
+    "model drafter with lookahead": SpecConfig(gamma=3, temperature=1.0, lookahead=3, max_new_tokens=3),
 }
 
 
