@@ -29,7 +29,7 @@ with st.container(border=True):
                                   key=f"{PAGE}.temps", format_func=lambda t: "greedy (0)" if t == 0 else f"{t:g}")
     drafters = c2.multiselect("Drafters", ["model", "ngram"], default=["model", "ngram"], key=f"{PAGE}.drafters",
                               format_func=lab.drafter_name)
-    schedules = c3.multiselect("Schedules", ["constant", "adaptive"], default=["constant"], key=f"{PAGE}.schedules")
+    schedules = c3.multiselect("Schedules", ["constant", "adaptive", "auto"], default=["constant"], key=f"{PAGE}.schedules")
     own_lines = [line.strip() for line in own.splitlines() if line.strip()]
     plan = (lab.plan_batch(prompts, categories, per_category, temperatures, drafters, schedules, base)
             + lab.plan_batch({"custom": own_lines}, ["custom"], len(own_lines), temperatures, drafters, schedules, base)

@@ -22,6 +22,9 @@ RECORDINGS = [
     ("1_code_greedy", "code", 1, SpecConfig(gamma=5, max_new_tokens=64)),
     ("2_prose_sampling", "prose", 0, SpecConfig(gamma=4, temperature=0.8, top_p=0.95, max_new_tokens=48, seed=1)),
     ("3_rename_adaptive", "repetition", 0, SpecConfig(gamma=4, schedule="adaptive", max_new_tokens=64)),
+    # the benchmark's settings: drafts while the draft is confident, prompt-lookup guesses checked in one draft pass
+    ("4_rename_auto_lookahead", "repetition", 0, SpecConfig(gamma=6, schedule="auto", gamma_max=16,
+                                                            draft_confidence=0.7, lookahead=8, max_new_tokens=64)),
 ]
 
 

@@ -8,62 +8,15 @@ instead under SPECVIZ_REQUIRE_BUILTIN=1). A second, fast variant runs the same f
 from __future__ import annotations
 
 import os
-import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+from scripts.browser import CHROMIUM_ARGS, AppStartError, chromium_path, free_port, start_app, stop_app
+
 PROSE = "Describe a quiet morning in a small coastal town in three sentences."
 
 pytestmark = pytest.mark.browser
-
-
-def chromium_path() -> str | None:
-    for candidate in ("/usr/bin/chromium", shutil.which("chromium"), shutil.which("chromium-browser")):
-        if candidate and Path(candidate).exists():
-            return candidate
-    return None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_app(port: int, env: dict[str, str], log: Path) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-           "--server.address", "localhost", "--server.headless", "true", "--browser.gatherUsageStats", "false"]
-    process = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"streamlit exited with {process.returncode}: {log.read_text(errors='replace')[-2000:]}")
-        try:
-            with urllib.request.urlopen(f"http://localhost:{port}/_stcore/health", timeout=2) as reply:
-                if reply.status == 200:
-                    return process
-        except OSError:
-            time.sleep(0.5)
-    process.terminate()
-    pytest.fail("streamlit did not answer its health check within 90 s")
-
-
-def stop_app(process: subprocess.Popen) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=5)
 
 
 def drive(url: str, shot: Path, max_new_tokens: int, run_timeout_s: float) -> dict:
@@ -118,7 +71,10 @@ def run_in_browser(tmp_path: Path, env_extra: dict[str, str], max_new_tokens: in
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **env_extra}
     if "SPECVIZ_PAIR" not in env_extra:
         env.pop("SPECVIZ_PAIR", None)
-    process = start_app(port, env, tmp_path / "streamlit.log")
+    try:
+        process = start_app(port, env, tmp_path / "streamlit.log")
+    except AppStartError as exc:
+        pytest.fail(str(exc))
     try:
         return drive(f"http://localhost:{port}/", tmp_path / "step_through.png", max_new_tokens, run_timeout_s)
     finally:

@@ -1,0 +1,76 @@
+"""Screenshots of the real app on the built-in pair for the README (assets/screenshots/*.png).
+
+Usage: .venv/bin/python -m scripts.screenshots [race lab]   (after python -m specviz prepare)
+Starts `streamlit run app.py` on a free localhost port and drives headless Debian Chromium:
+- race: the Race page replaying the first recorded trace that includes plain decoding;
+- lab:  the Acceptance lab running one prompt per category with both drafters (greedy, 24 tokens).
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from scripts.browser import CHROMIUM_ARGS, ROOT, chromium_path, free_port, start_app, stop_app
+
+OUT = ROOT / "assets" / "screenshots"
+VIEWPORT = {"width": 1440, "height": 1800}
+
+
+def race(page, base: str) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(f"{base}/race", wait_until="domcontentloaded")
+    expect(page.get_by_role("heading", name="Race: plain decoding against speculative decoding")).to_be_visible(
+        timeout=60_000)
+    expect(page.get_by_text("identical", exact=False).first).to_be_visible(timeout=120_000)
+    page.wait_for_timeout(20_000)            # let the shared-clock replay reach its end
+    page.screenshot(path=str(OUT / "race.png"), full_page=True)
+
+
+def lab(page, base: str) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(f"{base}/acceptance_lab", wait_until="domcontentloaded")
+    expect(page.get_by_role("heading", name="Acceptance lab: when does the draft guess right?")).to_be_visible(
+        timeout=60_000)
+    tokens = page.get_by_label("Max new tokens")
+    tokens.fill("24")
+    tokens.press("Enter")
+    page.wait_for_timeout(1000)
+    page.get_by_role("button", name="Run the batch").click()
+    expect(page.get_by_role("heading", name="runs", exact=False).first).to_be_visible(timeout=900_000)
+    page.wait_for_timeout(3000)               # let the charts draw
+    page.screenshot(path=str(OUT / "acceptance_lab.png"), full_page=True)
+
+
+SHOTS = {"race": race, "lab": lab}
+
+
+def main(names: list[str]) -> None:
+    from playwright.sync_api import sync_playwright
+
+    if chromium_path() is None:
+        sys.exit("no chromium executable: apt-get install chromium")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    env.pop("SPECVIZ_PAIR", None)
+    port = free_port()
+    log = Path("/tmp") / f"specviz-screenshots-{port}.log"
+    process = start_app(port, env, log)
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
+            try:
+                for name in names or list(SHOTS):
+                    page = browser.new_page(viewport=VIEWPORT)
+                    SHOTS[name](page, f"http://localhost:{port}")
+                    print(f"saved {name}")
+                    page.close()
+            finally:
+                browser.close()
+    finally:
+        stop_app(process)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
