@@ -45,8 +45,10 @@ class ModelDrafter:
     """Per-run drafting state around a shared draft model."""
     name = "model"
 
-    def __init__(self, model, vocab_width: int, lookahead: int = 0, max_ngram: int = 3):
+    def __init__(self, model, vocab_width: int, lookahead: int = 0, max_ngram: int = 3,
+                 stop_ids: frozenset[int] = frozenset()):
         self.state = CachedModel(model, vocab_width)
+        self.stop_ids = stop_ids      # end-of-sequence ids: nothing after one can be kept, so drafting stops there
         self.lookahead = lookahead    # most prompt-lookup guesses scored per draft forward; 0: one token per forward
         self.max_ngram = max_ngram
 
@@ -77,8 +79,8 @@ class ModelDrafter:
             ids.append(token)
             rows.append(q[0])
             from_lookahead.append(row > 0)
-            # Stop early when the draft itself is unsure: its tokens would mostly be rejected.
-            if len(ids) == gamma or (confidence > 0 and float(q.max()) < confidence):
+            # Stop early when the draft itself is unsure (its tokens would mostly be rejected) or has ended the text.
+            if len(ids) == gamma or token in self.stop_ids or (confidence > 0 and float(q.max()) < confidence):
                 break
             if row < len(guess) and token == guess[row]:
                 row += 1                                             # next row: context d_1..d_i, as needed
@@ -103,8 +105,9 @@ class NgramDrafter:
     """Prompt lookup decoding (Saxena 2023): match the last n tokens earlier in the text, copy what followed."""
     name = "ngram"
 
-    def __init__(self, max_ngram: int = 3):
+    def __init__(self, max_ngram: int = 3, stop_ids: frozenset[int] = frozenset()):
         self.max_ngram = max_ngram
+        self.stop_ids = stop_ids
 
     @property
     def cache_length(self) -> int:
@@ -114,7 +117,9 @@ class NgramDrafter:
         pass
 
     def propose(self, committed, gamma, warpers, generator, greedy, confidence) -> Draft:
-        return Draft(lookup_continuation(committed, gamma, self.max_ngram), None, 0)
+        ids = lookup_continuation(committed, gamma, self.max_ngram)
+        end = next((i + 1 for i, token in enumerate(ids) if token in self.stop_ids), len(ids))
+        return Draft(ids[:end], None, 0)                      # up to and including an end-of-sequence token
 
     def rollback(self, committed: list[int]) -> None:
         pass

@@ -60,10 +60,10 @@ def make_generator(device: torch.device, seed: int) -> torch.Generator:
 
 def make_drafter(pair, config: SpecConfig, width: int) -> Drafter:
     if config.drafter == "ngram":
-        return NgramDrafter(config.ngram_size)
+        return NgramDrafter(config.ngram_size, pair.eos_ids)
     if pair.draft is None:
         raise EngineError("this pair has no draft model: choose the n-gram drafter or load a draft model")
-    return ModelDrafter(pair.draft, width, config.lookahead, config.ngram_size)
+    return ModelDrafter(pair.draft, width, config.lookahead, config.ngram_size, pair.eos_ids)
 
 
 def next_gamma(config: SpecConfig, gamma: int, drafted: int, accepted: int) -> int:

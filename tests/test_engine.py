@@ -159,6 +159,22 @@ def test_eos_ends_the_run(pair, prompt_ids):
     assert spec.finish_reason == base.finish_reason == "eos"
     assert spec.token_ids == base.token_ids == free.token_ids[:first + 1]
     assert rounds[-1].appended[-1] == eos
+    # The drafters stop at an end-of-sequence token: nothing drafted after it could be kept.
+    assert all(eos not in [d.id for d in r.drafted[:-1]] for r in rounds)
+
+
+@pytest.mark.parametrize("drafter", ["model", "ngram"])
+def test_drafts_stop_at_end_of_sequence(pair, prompt_ids, drafter):
+    config = SpecConfig(gamma=8, max_new_tokens=60, drafter=drafter, lookahead=8)
+    free_rounds, _ = run_to_end(speculative_generate(pair, prompt_ids, config))
+    drafted = [d.id for r in free_rounds for d in r.drafted[:-1]]
+    eos = max(set(drafted), key=drafted.count)      # a token the drafter proposes mid-draft often
+    pair.target.generation_config.eos_token_id = eos
+    try:
+        rounds, _ = run_to_end(speculative_generate(pair, prompt_ids, config))
+    finally:
+        pair.target.generation_config.eos_token_id = None
+    assert all(eos not in [d.id for d in r.drafted[:-1]] for r in rounds)
 
 
 def test_cancel_stops_between_rounds(pair, prompt_ids):
