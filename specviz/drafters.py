@@ -51,6 +51,8 @@ class ModelDrafter:
         self.stop_ids = stop_ids      # end-of-sequence ids: nothing after one can be kept, so drafting stops there
         self.lookahead = lookahead    # most prompt-lookup guesses scored per draft forward; 0: one token per forward
         self.max_ngram = max_ngram
+        self.guesses_offered = 0      # forwards that carried guesses, and how often the first one was drawn:
+        self.guesses_taken = 0        # while guesses mostly miss (prose), only one is sent per forward
 
     @property
     def cache_length(self) -> int:
@@ -66,7 +68,9 @@ class ModelDrafter:
         # [newest token, g_1..g_m] returns m + 1 rows of logits, row r conditioned on g_1..g_r.
         # d_i is always drawn from its own row; the next row is used only while the drawn tokens equal
         # the guesses it was conditioned on (then it is exactly q_{i+1}), else the draft runs a new
-        # forward. So the tokens and q are what one-token steps give; only the forwards are fewer.
+        # forward. Every d_i is a draw from the q it is recorded with, so verification stays exact. (A batched
+        # forward can differ from one-token steps in the last bits, more so for an int8 draft, whose
+        # activations are quantized per forward: then q itself moves slightly, never the target's p.)
         ids: list[int] = []
         rows: list[torch.Tensor] = []
         from_lookahead: list[bool] = []
@@ -79,10 +83,12 @@ class ModelDrafter:
             ids.append(token)
             rows.append(q[0])
             from_lookahead.append(row > 0)
+            guessed_right = row < len(guess) and token == guess[row]
+            self.guesses_taken += guessed_right and row == 0
             # Stop early when the draft itself is unsure (its tokens would mostly be rejected) or has ended the text.
             if len(ids) == gamma or token in self.stop_ids or (confidence > 0 and float(q.max()) < confidence):
                 break
-            if row < len(guess) and token == guess[row]:
+            if guessed_right:
                 row += 1                                             # next row: context d_1..d_i, as needed
                 continue
             self.state.truncate(self.state.length - (len(guess) - row))  # drop the guesses not drawn
@@ -95,7 +101,13 @@ class ModelDrafter:
         """Prompt-lookup guesses for the positions after the next one (at most remaining - 1 are useful)."""
         if self.lookahead <= 0 or remaining <= 1:
             return []
-        return lookup_continuation(context, min(self.lookahead, remaining - 1), self.max_ngram)
+        # A wrong guess costs the forward a little more work; a right one saves a whole forward. Send the full
+        # lookahead while the first guess is drawn at least half the time (a prior of one hit in two), else one.
+        hit_rate = (self.guesses_taken + 1) / (self.guesses_offered + 2)
+        guess = lookup_continuation(context, min(self.lookahead if hit_rate >= 0.5 else 1, remaining - 1),
+                                    self.max_ngram)
+        self.guesses_offered += bool(guess)
+        return guess
 
     def rollback(self, committed: list[int]) -> None:
         self.state.rollback(committed)

@@ -731,8 +731,8 @@ def explain_round(event: RoundEvent, greedy: bool) -> str:
             parts.append(f"The draft itself ran {event.draft_forwards} forward pass{'es' if event.draft_forwards != 1 else ''}, "
                          f"not {n}: prompt lookup guessed how the text goes on, one draft pass scored the guesses at "
                          f"once, and {shared} token{'s were' if shared != 1 else ' was'} (marked ⇢) drawn from q rows "
-                         "that came with those guesses. Each is still drawn from the draft's own q, so the draft is "
-                         "unchanged; only its passes are fewer.")
+                         "that came with those guesses. Each is still drawn from the q shown on its chip, so the "
+                         "verification is exactly the same; only the draft's passes are fewer.")
         if event.rejection_index is None:
             parts.append(f"It accepted **all {n}**, so it also gives a free **bonus** token from the distribution "
                          f"after the last draft: {n + 1} tokens for one target pass.")

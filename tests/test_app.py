@@ -94,6 +94,23 @@ def test_step_run_shows_chips_verdicts_and_speedup(app):
         assert "★ bonus" in html_of(app)
 
 
+def test_step_run_with_lookahead_marks_the_shared_draft_passes(app):
+    app.slider(key="cfg.lookahead").set_value(8).run()
+    app.text_area(key="step.prompt").input("abcabcabcabcabcabcabcabc").run()
+    app.button(key="step.run").click().run()
+    job = finish(app, "step")
+    assert job.state == "done", job.error
+    trace = app.session_state["step.trace"]
+    assert trace.config.lookahead == 8
+    shared = [r.index for r in trace.rounds if any(d.from_lookahead for d in r.drafted)]
+    assert shared, "prompt lookup never scored a guess on a repetitive prompt"
+    app.slider(key="step.slider").set_value(shared[0] + 1).run()
+    page = html_of(app)
+    assert " ⇢</span>" in page                                  # the chip's position label
+    explanation = " ".join(m.value for m in app.markdown)
+    assert "prompt lookup guessed how the text goes on" in explanation
+
+
 def test_step_buttons_move_between_rounds(app):
     app.button(key="step.run").click().run()
     finish(app, "step")
