@@ -74,7 +74,7 @@ def pair_spec(args: argparse.Namespace) -> PairSpec:
 def config_from(args: argparse.Namespace) -> SpecConfig:
     return SpecConfig(
         gamma=args.gamma, schedule=args.schedule,
-        # gamma_max only bounds the adaptive schedule; a constant gamma above its default is fine.
+        # gamma_max only bounds the adaptive and auto schedules; a constant gamma above its default is fine.
         gamma_max=args.gamma_max if args.schedule != "constant" else max(args.gamma_max, args.gamma),
         draft_confidence=args.draft_confidence, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
         seed=args.seed, max_new_tokens=args.max_new_tokens, drafter=args.drafter, lookahead=args.lookahead,

@@ -30,7 +30,7 @@ class SpecConfig:
     drafter: DrafterName = "model"
     ngram_size: int = 3              # longest n-gram the prompt-lookup drafter matches
     lookahead: int = 0               # model drafter: up to this many prompt-lookup guesses scored in one draft
-                                     # forward (same tokens and q as one-token steps, fewer forwards); 0: off
+                                     # forward (each token still drawn from its own q row; fewer forwards); 0: off
     record_top: int = 8              # how many top tokens of p, q and the residual each event keeps
     fuse_prompt: bool = False        # process the prompt inside the first round's forwards (as transformers'
                                      # generate does) instead of a separate pass: one target and one draft forward

@@ -5,7 +5,9 @@ lives in the call; the shared models are never mutated. Notation: p = target, q 
 gamma = draft length.
 
 One round, with committed tokens x (DESIGN.md):
-  1. draft   d_i ~ q_i = transform(draft logits | x, d_<i),  i = 1..gamma
+  1. draft   d_i ~ q_i = transform(draft logits | x, d_<i),  i = 1..gamma  (stops early at low draft
+             confidence or an end-of-sequence token; with lookahead, one draft forward scores prompt-lookup
+             guesses and yields several rows of q)
   2. verify  one target forward over [x_last, d_1..d_gamma] gives p_1..p_{gamma+1}
   3. accept  d_i while u_i <= min(1, p_i(d_i) / q_i(d_i)); at the first rejection j draw from
              norm(max(0, p_j - q_j)); if all are accepted draw a bonus token from p_{gamma+1}

@@ -254,7 +254,7 @@ def sidebar() -> Settings:
             st.slider("Lookahead: lookup guesses per draft pass", 0, 16, key="cfg.lookahead",
                       help="0 = off. Prompt lookup guesses how the text goes on; one draft pass scores the guesses "
                            "at once, and while the draft's own draws agree with them it needs no further pass. "
-                           "Same drafted tokens and q, fewer draft passes (marked ⇢ on the round view).")
+                           "Each token is still drawn from the draft's q; only the passes are fewer (marked ⇢).")
         st.number_input(f"γ: draft length (1-{GAMMA_LIMIT})", step=1, key="cfg.gamma",
                         help="How many tokens the drafter proposes per round.")
         st.radio("Schedule", ["constant", "adaptive", "auto"], key="cfg.schedule", horizontal=True,
