@@ -44,6 +44,7 @@ class Drafter(Protocol):
 class ModelDrafter:
     """Per-run drafting state around a shared draft model."""
     name = "model"
+    EXPLORE_EVERY = 8   # while guesses mostly miss: one guess every this many draft forwards
 
     def __init__(self, model, vocab_width: int, lookahead: int = 0, max_ngram: int = 3,
                  stop_ids: frozenset[int] = frozenset()):
@@ -51,8 +52,9 @@ class ModelDrafter:
         self.stop_ids = stop_ids      # end-of-sequence ids: nothing after one can be kept, so drafting stops there
         self.lookahead = lookahead    # most prompt-lookup guesses scored per draft forward; 0: one token per forward
         self.max_ngram = max_ngram
-        self.guesses_offered = 0      # forwards that carried guesses, and how often the first one was drawn:
-        self.guesses_taken = 0        # while guesses mostly miss (prose), only one is sent per forward
+        self.guesses_offered = 0      # forwards that carried guesses, and how often the first one was drawn
+        self.guesses_taken = 0
+        self.forwards_since_guess = 0
 
     @property
     def cache_length(self) -> int:
@@ -101,12 +103,23 @@ class ModelDrafter:
         """Prompt-lookup guesses for the positions after the next one (at most remaining - 1 are useful)."""
         if self.lookahead <= 0 or remaining <= 1:
             return []
-        # A wrong guess costs the forward a little more work; a right one saves a whole forward. Send the full
-        # lookahead while the first guess is drawn at least half the time (a prior of one hit in two), else one.
+        # A right guess saves a whole draft forward; a wrong one costs a little more work in the forward and, for
+        # an int8 draft, blurs its other rows (activations are quantized once per forward, so one scale serves all
+        # its tokens). So guesses go out while the first one is drawn at least half the time (prior: one in two);
+        # otherwise (prose) forwards stay one token, with a single guess every EXPLORE_EVERY forwards to notice
+        # when the text starts repeating.
         hit_rate = (self.guesses_taken + 1) / (self.guesses_offered + 2)
-        guess = lookup_continuation(context, min(self.lookahead if hit_rate >= 0.5 else 1, remaining - 1),
-                                    self.max_ngram)
-        self.guesses_offered += bool(guess)
+        if hit_rate >= 0.5:
+            count = self.lookahead
+        elif self.forwards_since_guess >= self.EXPLORE_EVERY:
+            count = 1
+        else:
+            self.forwards_since_guess += 1
+            return []
+        guess = lookup_continuation(context, min(count, remaining - 1), self.max_ngram)
+        if guess:
+            self.guesses_offered += 1
+            self.forwards_since_guess = 0
         return guess
 
     def rollback(self, committed: list[int]) -> None:
