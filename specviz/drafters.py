@@ -54,7 +54,7 @@ class ModelDrafter:
         self.max_ngram = max_ngram
         self.guesses_offered = 0      # forwards that carried guesses, and how often the first one was drawn
         self.guesses_taken = 0
-        self.forwards_since_guess = 0
+        self.forwards_since_guess = 0 # draft forwards sent without guesses since the last one with
 
     @property
     def cache_length(self) -> int:
