@@ -1,11 +1,13 @@
 """Record the runs the home page shows at once (assets/traces/*.json), on the built-in pair.
 
-Usage: .venv/bin/python -m scripts.record_traces   (after python -m specviz prepare; takes a few minutes on a CPU)
+Usage: .venv/bin/python -m scripts.record_traces [NAME ...]   (after python -m specviz prepare; a few minutes
+on a CPU; with names, only those recordings)
 Each trace holds the speculative run and the plain run of the target on the same prompt and settings.
 """
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,14 +27,22 @@ RECORDINGS = [
     # the benchmark's settings: drafts while the draft is confident, prompt-lookup guesses checked in one draft pass
     ("4_rename_auto_lookahead", "repetition", 0, SpecConfig(gamma=6, schedule="auto", gamma_max=16,
                                                             draft_confidence=0.7, lookahead=8, max_new_tokens=64)),
+    # prose with the benchmark's settings: where the draft is unsure, its next choices go into the same verify
+    ("5_prose_auto_alternatives", "prose", 0, SpecConfig(gamma=6, schedule="auto", gamma_max=16, draft_confidence=0.7,
+                                                         lookahead=8, alternatives=2, max_new_tokens=64)),
 ]
 
 
-def main() -> None:
+def main(names: list[str]) -> None:
+    unknown = set(names) - {name for name, *_ in RECORDINGS}
+    if unknown:
+        raise SystemExit(f"no such recording: {', '.join(sorted(unknown))}")
     pair = load_pair(PairSpec())
     out = ROOT / "assets" / "traces"
     out.mkdir(parents=True, exist_ok=True)
     for name, category, index, config in RECORDINGS:
+        if names and name not in names:
+            continue
         prompt = PROMPTS[category][index]
         trace = run_trace(pair, prompt, config, baseline=True)
         trace = replace(trace, note=f"recorded on the built-in pair ({category} prompt) with scripts/record_traces.py")
@@ -43,4 +53,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

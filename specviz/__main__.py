@@ -51,6 +51,9 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gamma-max", type=int, default=defaults.gamma_max)
     parser.add_argument("--lookahead", type=int, default=defaults.lookahead,
                         help="model drafter: prompt-lookup guesses scored per draft forward (0 = off)")
+    parser.add_argument("--alternatives", type=int, default=defaults.alternatives,
+                        help="model drafter: other candidates for the last draft token, verified in the same "
+                             "target forward when the draft is unsure of it (0 = off)")
     parser.add_argument("--draft-confidence", type=float, default=defaults.draft_confidence,
                         help="stop drafting when the draft's top probability is below this (0 = off)")
     parser.add_argument("--temperature", type=float, default=defaults.temperature, help="0 = greedy")
@@ -78,6 +81,7 @@ def config_from(args: argparse.Namespace) -> SpecConfig:
         gamma_max=args.gamma_max if args.schedule != "constant" else max(args.gamma_max, args.gamma),
         draft_confidence=args.draft_confidence, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
         seed=args.seed, max_new_tokens=args.max_new_tokens, drafter=args.drafter, lookahead=args.lookahead,
+        alternatives=args.alternatives,
     ).validate()
 
 

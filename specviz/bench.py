@@ -69,7 +69,7 @@ HF_DEFAULTS = {"num_assistant_tokens": 20, "assistant_confidence_threshold": 0.4
 CURVE_GAMMAS = 8
 
 # Our settings that the benchmark uses unless told otherwise: the tuned configuration.
-BENCH_DEFAULTS = dict(gamma=6, schedule="auto", gamma_max=16, draft_confidence=0.7, lookahead=8)
+BENCH_DEFAULTS = dict(gamma=6, schedule="auto", gamma_max=16, draft_confidence=0.7, lookahead=8, alternatives=2)
 
 Log = Callable[[str], None]
 
@@ -283,9 +283,14 @@ class Run:
 
 
 def _spec_stats(rounds, summary) -> dict[str, Any]:
-    checked = sum(r.n_accepted + (1 if r.rejection_index is not None else 0) for r in rounds)
+    # The i.i.d. model of the theory is a chain of drafts: a kept alternative (a second candidate for a position
+    # whose draft was rejected) is counted apart, as a gain that model does not predict.
+    kept = sum(r.kept_alternative is not None for r in rounds)
+    accepted = summary.accepted - kept
+    checked = sum(len(r.drafted) if r.rejection_index is None else r.rejection_index + 1 for r in rounds)
     return {
-        "rounds": summary.rounds, "drafted": summary.drafted, "accepted": summary.accepted, "checked": checked,
+        "rounds": summary.rounds, "drafted": summary.drafted, "accepted": accepted, "checked": checked,
+        "alternatives_kept": kept,
         "drafted_per_round": [len(r.drafted) for r in rounds],
         "accepted_per_round": [r.n_accepted for r in rounds],
         "draft_seconds": summary.draft_seconds, "verify_seconds": summary.verify_seconds,
@@ -449,6 +454,7 @@ def _theory(spec: list[Run], curve: dict | None, measured: float | None) -> dict
     result: dict[str, Any] = {
         "acceptance_rate": a, "accepted_per_drafted": accepted / drafted if drafted else 0.0,
         "mean_accepted_per_round": accepted / rounds if rounds else 0.0,
+        "alternatives_kept_per_round": sum(r.stats.get("alternatives_kept", 0) for r in spec) / rounds if rounds else 0.0,
         "mean_tokens_per_round": sum(r.new_tokens for r in spec) / rounds if rounds else 0.0,
         "mean_gamma": sum(gammas) / len(gammas) if gammas else 0.0,
         "plain_rounds": sum(1 for g in gammas if g == 0), "rounds": rounds,
@@ -603,14 +609,15 @@ def format_table(doc: dict[str, Any]) -> str:
     short = {"baseline": "base", "speculative": "ours", "hf_assisted": "hf", "hf_matched": "hf=", "hf_plain": "hf-ar"}
     head = (["category", "n"] + [f"{short[m]} t/s" for m in methods]
             + [f"{short[m]} x" for m in methods if m != "baseline"]
-            + ["ours/hf", "ours/hf=", "a", "acc/rnd", "g", "fwd/d", "c", "pred", "eff", "same"])
+            + ["ours/hf", "ours/hf=", "a", "acc/rnd", "alt/rnd", "g", "fwd/d", "c", "pred", "eff", "same"])
     rows = []
     for name, s in list(doc["categories"].items()) + [("overall", doc["overall"])]:
         row = [name, str(s["prompts"])]
         row += [_f(s["tokens_per_second"].get(m)) for m in methods]
         row += [_f(s["speedup"].get(m), suffix="x") for m in methods if m != "baseline"]
         row += [_f(s["ratio_to_hf"].get("hf_assisted")), _f(s["ratio_to_hf"].get("hf_matched")),
-                _f(s.get("acceptance_rate")), _f(s.get("mean_accepted_per_round")), _f(s.get("mean_gamma"), ".1f"),
+                _f(s.get("acceptance_rate")), _f(s.get("mean_accepted_per_round")),
+                _f(s.get("alternatives_kept_per_round")), _f(s.get("mean_gamma"), ".1f"),
                 _f(s.get("draft_forwards_per_drafted")), _f(s.get("cost_ratio_c"), ".3f"), _f(s.get("predicted_speedup"), suffix="x"), _f(s.get("efficiency")),
                 {True: "yes", False: "NO", None: "-"}[s.get("identical")]]
         rows.append(row)
@@ -631,7 +638,9 @@ def format_table(doc: dict[str, Any]) -> str:
         f"{HF_DEFAULTS['assistant_confidence_threshold']}), hf= = the same with our settings "
         f"({doc['settings']['hf_matched']['num_assistant_tokens']} tokens, confidence "
         f"{doc['settings']['hf_matched']['assistant_confidence_threshold']}), hf-ar = target.generate() alone.",
-        "a = accepted / checked drafted tokens; acc/rnd = accepted per round; g = mean drafted per round; "
+        "a = accepted / checked drafted tokens; acc/rnd = accepted per round; alt/rnd = alternatives kept per "
+        f"round (ours, {doc['settings']['config'].get('alternatives', 0)} other candidates verified with the draft's "
+        "last token when the draft is unsure of it; not in a, acc/rnd or pred); g = mean drafted per round; "
         f"fwd/d = draft forwards per drafted token (ours, lookahead {doc['settings']['config'].get('lookahead', 0)}: "
         "prompt-lookup guesses scored in one draft forward; transformers drafts one token per forward); "
         "c = draft step / target step; pred = E(a,g) t_target / (g t_draft + t_verify(g)) from the measured curve; "
@@ -710,6 +719,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gamma-max", type=int, default=defaults.gamma_max)
     parser.add_argument("--lookahead", type=int, default=defaults.lookahead,
                         help="model drafter: prompt-lookup guesses scored per draft forward (0 = off)")
+    parser.add_argument("--alternatives", type=int, default=defaults.alternatives,
+                        help="model drafter: other candidates for the last draft token, verified in the same "
+                             "target forward when the draft is unsure of it (0 = off)")
     parser.add_argument("--draft-confidence", type=float, default=defaults.draft_confidence,
                         help="stop drafting when the draft's top probability is below this (0 = off)")
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
@@ -745,6 +757,7 @@ def _config_from(args: argparse.Namespace) -> SpecConfig:
         gamma_max=args.gamma_max if args.schedule != "constant" else max(args.gamma_max, args.gamma),
         draft_confidence=args.draft_confidence, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
         seed=args.seed, max_new_tokens=args.max_new_tokens, drafter=args.drafter, lookahead=args.lookahead,
+        alternatives=args.alternatives,
         fuse_prompt=not args.no_fuse_prompt,
     ).validate()
 

@@ -9,6 +9,7 @@ DrafterName = Literal["model", "ngram"]
 
 MAX_NEW_TOKENS_LIMIT = 1024
 GAMMA_LIMIT = 32
+MAX_ALTERNATIVES = 8
 
 
 class ConfigError(ValueError):
@@ -31,6 +32,8 @@ class SpecConfig:
     ngram_size: int = 3              # longest n-gram the prompt-lookup drafter matches
     lookahead: int = 0               # model drafter: up to this many prompt-lookup guesses scored in one draft
                                      # forward (each token still drawn from its own q row; fewer forwards); 0: off
+    alternatives: int = 0            # also verify this many other candidates for the last drafted token when the
+                                     # draft was unsure of it (a token tree, same target forward); 0: off
     record_top: int = 8              # how many top tokens of p, q and the residual each event keeps
     fuse_prompt: bool = False        # process the prompt inside the first round's forwards (as transformers'
                                      # generate does) instead of a separate pass: one target and one draft forward
@@ -62,6 +65,8 @@ class SpecConfig:
             raise ConfigError(f"drafter must be 'model' or 'ngram', got {self.drafter!r}")
         if not 0 <= self.lookahead <= GAMMA_LIMIT:
             raise ConfigError(f"lookahead must be between 0 (off) and {GAMMA_LIMIT}, got {self.lookahead}")
+        if not 0 <= self.alternatives <= MAX_ALTERNATIVES:
+            raise ConfigError(f"alternatives must be between 0 (off) and {MAX_ALTERNATIVES}, got {self.alternatives}")
         if not 1 <= self.ngram_size <= 8:
             raise ConfigError(f"n-gram size must be between 1 and 8, got {self.ngram_size}")
         return self

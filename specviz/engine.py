@@ -8,10 +8,13 @@ One round, with committed tokens x (DESIGN.md):
   1. draft   d_i ~ q_i = transform(draft logits | x, d_<i),  i = 1..gamma  (stops early at low draft
              confidence or an end-of-sequence token; with lookahead, one draft forward scores prompt-lookup
              guesses and yields several rows of q)
-  2. verify  one target forward over [x_last, d_1..d_gamma] gives p_1..p_{gamma+1}
+  2. verify  one target forward over [x_last, d_1..d_gamma] gives p_1..p_{gamma+1} (with alternatives, the
+             same forward also scores other candidates c_1..c_k for the last position: a small token tree)
   3. accept  d_i while u_i <= min(1, p_i(d_i) / q_i(d_i)); at the first rejection j draw from
              norm(max(0, p_j - q_j)); if all are accepted draw a bonus token from p_{gamma+1}
-             (greedy: accept while d_i == argmax p_i; the correction or bonus is argmax p)
+             (greedy: accept while d_i == argmax p_i; the correction or bonus is argmax p). If the last
+             draft is rejected, its alternatives are checked first by recursive rejection sampling, and a
+             kept one is followed by a bonus token from the target's row after it (see verify)
   4. roll both KV caches back to the committed tokens (DynamicCache.crop)
 
 gamma per round: "constant" (config.gamma), "adaptive" (+2 after an all-accepted round, -1 otherwise)
@@ -22,8 +25,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -157,19 +160,55 @@ class AutoSchedule:
 
 @dataclass(frozen=True)
 class Verdict:
-    n_accepted: int
+    kept: list[int]                   # drafted tokens the target kept: the accepted prefix, then a kept alternative
+    rejection_index: int | None       # index into the draft of the first rejected token; None if all accepted
     next_token: int
     next_prob: float                  # probability of next_token under the distribution it came from
-    rejected: bool
-    u: list[float | None]             # draws used, one per checked position
+    next_row: int                     # the row of p the next token came from, if it is a bonus
+    u: list[float | None]             # draws used, one per checked drafted token
     ratios: list[float]               # min(1, p/q) per drafted token
-    residual_row: torch.Tensor | None # norm(max(0, p_j - q_j)) at the rejection
+    residual_row: torch.Tensor | None # the distribution a correction was drawn from (norm(max(0, p_j - q_j)))
+    alternative: int | None = None    # index of the kept alternative
+    alternative_u: list[float | None] = field(default_factory=list)  # per checked alternative
+    alternative_ratios: list[float] = field(default_factory=list)
+
+    @property
+    def n_accepted(self) -> int:
+        return len(self.kept)
+
+    @property
+    def corrected(self) -> bool:
+        """The next token replaces a rejected draft (else it is a bonus, after all drafts or a kept alternative)."""
+        return self.rejection_index is not None and self.alternative is None
 
 
-def verify(p: torch.Tensor, draft: Draft, generator: torch.Generator | None, greedy: bool) -> Verdict:
-    """Steps 3 of the round: accept a prefix of the draft, then resample or take the bonus token.
+def draw_alternatives(q_last: torch.Tensor, chosen: int, count: int, generator: torch.Generator | None,
+                      greedy: bool) -> list[int]:
+    """Other candidates for the last drafted position, checked by the target only if the draft's own token fails.
 
-    p: [n + 1, V] target probabilities at the n drafted positions and one more.
+    Greedy: q's next-best tokens after `chosen`. Sampling: `count` independent draws from q (repeats allowed;
+    recursive rejection sampling needs i.i.d. candidates, and a repeat of a refused token is refused again).
+    """
+    if count <= 0:
+        return []
+    if greedy:
+        ranked = torch.topk(q_last, min(count + 1, q_last.shape[-1])).indices.tolist()
+        return [t for t in ranked if t != chosen and q_last[t] > 0][:count]
+    return torch.multinomial(q_last, count, replacement=True, generator=generator).tolist()
+
+
+def verify(p: torch.Tensor, draft: Draft, generator: torch.Generator | None, greedy: bool,
+           alternatives: Sequence[int] = (), alternative_rows: dict[int, int] | None = None) -> Verdict:
+    """Step 3 of the round: accept a prefix of the draft, then resample or take the bonus token.
+
+    p: [n + 1 (+ siblings), V] target probabilities at the n drafted positions and one more, then one row
+    after each distinct alternative (alternative_rows: token -> its row).
+    Alternatives c_1..c_k to the last drafted token d_n are checked only when d_n itself is rejected, by
+    recursive rejection sampling: with r_0 = norm(max(0, p_n - q_n)), keep c_m with probability
+    min(1, r_{m-1}(c_m) / q_n(c_m)), else r_m = norm(max(0, r_{m-1} - q_n)); if none is kept, the correction is
+    drawn from r_k. Each step is speculative sampling of r_{m-1} with proposal q_n, so the token at position n
+    still follows p_n exactly (greedy: keep the alternative that is argmax p_n, else correct to argmax p_n).
+    A kept alternative is followed by a bonus token from the target's row after it.
     """
     n = len(draft.ids)
     ids = torch.tensor(draft.ids, dtype=torch.long, device=p.device)
@@ -184,19 +223,36 @@ def verify(p: torch.Tensor, draft: Draft, generator: torch.Generator | None, gre
         u = torch.rand(n, generator=generator, device=p.device).tolist()
         matches = [u_i <= r_i for u_i, r_i in zip(u, ratios)]
         draws = list(u)
-    n_accepted = next((i for i, ok in enumerate(matches) if not ok), n)
-    if n_accepted == n:  # bonus token from p_{n+1}
+    j = next((i for i, ok in enumerate(matches) if not ok), n)
+    if j == n:  # bonus token from p_{n+1}
         token = int(sample(p[n:n + 1], generator, greedy)[0])
-        return Verdict(n, token, float(p[n, token]), False, draws[:n], ratios, None)
-    j = n_accepted
+        return Verdict(draft.ids, None, token, float(p[n, token]), n, draws, ratios, None)
     q_j = draft.q[j] if draft.q is not None else torch.nn.functional.one_hot(ids[j], p.shape[-1]).to(p.dtype)
     res = residual(p[j], q_j)
+    alt_u: list[float | None] = []
+    alt_ratios: list[float] = []
+    target_token = int(p[j].argmax())
+    if j == n - 1 and alternatives:
+        for m, candidate in enumerate(alternatives):
+            if greedy:
+                alt_ratios.append(float(acceptance_ratio(p[j, candidate], q_j[candidate])))
+                alt_u.append(None)
+                kept = candidate == target_token
+            else:
+                alt_ratios.append(float(acceptance_ratio(res[candidate], q_j[candidate])))
+                alt_u.append(float(torch.rand(1, generator=generator, device=p.device)))
+                kept = alt_u[-1] <= alt_ratios[-1]
+            if kept:
+                row = alternative_rows[candidate]
+                token = int(sample(p[row:row + 1], generator, greedy)[0])
+                return Verdict(draft.ids[:j] + [candidate], j, token, float(p[row, token]), row, draws[:j + 1],
+                               ratios, None, m, alt_u, alt_ratios)
+            if not greedy:
+                res = residual(res, q_j)
     # Greedy: the correction is argmax p_j, the token the target alone would have produced.
-    if greedy:
-        token = int(p[j].argmax())
-        return Verdict(j, token, float(p[j, token]), True, draws[:j + 1], ratios, res)
-    token = int(sample(res[None], generator, False)[0])
-    return Verdict(j, token, float(res[token]), True, draws[:j + 1], ratios, res)
+    token = target_token if greedy else int(sample(res[None], generator, False)[0])
+    return Verdict(draft.ids[:j], j, token, float(p[j, token] if greedy else res[token]), j, draws[:j + 1], ratios,
+                   res, None, alt_u, alt_ratios)
 
 
 def _top(probs: torch.Tensor, k: int, text: Callable[[int], str]) -> tuple[TokenProb, ...]:
@@ -204,7 +260,7 @@ def _top(probs: torch.Tensor, k: int, text: Callable[[int], str]) -> tuple[Token
     return tuple(TokenProb(int(i), text(int(i)), float(v)) for v, i in zip(values.tolist(), indices.tolist()))
 
 
-def _round_event(index, position, gamma, draft, p, verdict, appended, caches, timings, elapsed,
+def _round_event(index, position, gamma, draft, alternatives, p, verdict, appended, caches, timings, elapsed,
                  config, text) -> RoundEvent:
     """Turn one round into an event: plain numbers and text only."""
     ids = draft.ids
@@ -212,26 +268,50 @@ def _round_event(index, position, gamma, draft, p, verdict, appended, caches, ti
     id_tensor = torch.tensor(ids, dtype=torch.long, device=p.device)
     p_of_d = p[rows, id_tensor].tolist() if ids else []
     q_of_d = draft.q[rows, id_tensor].tolist() if draft.q is not None and ids else [1.0] * len(ids)
+    rejection = verdict.rejection_index if verdict.rejection_index is not None else len(ids)
     drafted = []
     for i, token in enumerate(ids):
-        verdict_i = "accepted" if i < verdict.n_accepted else ("rejected" if i == verdict.n_accepted else "unchecked")
+        verdict_i = "accepted" if i < rejection else ("rejected" if i == rejection else "unchecked")
         u = verdict.u[i] if i < len(verdict.u) else None
         lookahead = i < len(draft.from_lookahead) and draft.from_lookahead[i]
         drafted.append(DraftedToken(token, text(token), q_of_d[i], p_of_d[i], verdict.ratios[i], u, verdict_i, lookahead))
-    at = verdict.n_accepted  # the rejection (or bonus) position
+    branch = []
+    for m, token in enumerate(alternatives):   # p and q at the last drafted position, where they compete with d_n
+        checked = m < len(verdict.alternative_ratios)
+        verdict_m = "unchecked" if not checked else ("accepted" if m == verdict.alternative else "rejected")
+        branch.append(DraftedToken(
+            token, text(token), float(draft.q[-1, token]), float(p[len(ids) - 1, token]),
+            verdict.alternative_ratios[m] if checked else float(acceptance_ratio(p[len(ids) - 1, token], draft.q[-1, token])),
+            verdict.alternative_u[m] if checked else None, verdict_m))
+    at = verdict.rejection_index if verdict.corrected else verdict.next_row  # where the next token came from
     k = config.record_top
-    top_q = _top(draft.q[at], k, text) if verdict.rejected and draft.q is not None else ()
-    top_res = _top(verdict.residual_row, k, text) if verdict.residual_row is not None else ()
+    top_q = _top(draft.q[at], k, text) if verdict.corrected and draft.q is not None else ()
+    top_res = _top(verdict.residual_row, k, text) if verdict.corrected else ()
     return RoundEvent(
         index=index, position=position, gamma=gamma, drafted=tuple(drafted),
-        n_accepted=verdict.n_accepted, rejection_index=verdict.n_accepted if verdict.rejected else None,
+        n_accepted=verdict.n_accepted, rejection_index=verdict.rejection_index,
         next_token=TokenProb(verdict.next_token, text(verdict.next_token), verdict.next_prob),
-        next_source="resampled" if verdict.rejected else "bonus",
+        next_source="resampled" if verdict.corrected else "bonus",
         top_p=_top(p[at], k, text), top_q=top_q, top_residual=top_res, appended=tuple(appended),
         target_cache_before=caches[0], target_cache_after=caches[1],
         draft_cache_before=caches[2], draft_cache_after=caches[3],
         draft_seconds=timings[0], verify_seconds=timings[1], draft_forwards=draft.forwards, elapsed=elapsed,
+        alternatives=tuple(branch),
     )
+
+
+def _alternatives(draft: Draft, config: SpecConfig, confidence: float, branching: bool,
+                  generator: torch.Generator) -> list[int]:
+    """Candidates besides the last drafted token, when the draft was unsure of it (its top q below the
+    confidence threshold; always without one). Rejections happen mostly there: the draft stops at its
+    first unsure token. The target checks them in the same verify forward; on this CPU a verify of up to
+    about 6 tokens costs what one step costs, so the extra rows are nearly free."""
+    if not branching or not draft.ids or draft.q is None:
+        return []
+    q_last = draft.q[-1]
+    if confidence > 0 and float(q_last.max()) >= confidence:
+        return []
+    return draw_alternatives(q_last, draft.ids[-1], config.alternatives, generator, config.greedy)
 
 
 def _cut_at_eos(tokens: list[int], eos: frozenset[int]) -> tuple[list[int], bool]:
@@ -276,6 +356,7 @@ def speculative_generate(pair, prompt_ids: list[int], config: SpecConfig,
     auto = AutoSchedule(config) if config.schedule == "auto" else None
     confidence = config.draft_confidence or (AUTO_CONFIDENCE if auto is not None else 0.0)
     gamma = auto.next() if auto is not None else config.gamma
+    branching = config.alternatives > 0 and target.can_branch
     finish: FinishReason = "length"
     totals = {"drafted": 0, "accepted": 0, "draft": 0.0, "verify": 0.0, "forwards": 0, "book": 0.0}
     rounds = 0
@@ -295,22 +376,31 @@ def speculative_generate(pair, prompt_ids: list[int], config: SpecConfig,
             draft = drafter.propose(committed, draft_length, warpers, generator, config.greedy, confidence)
         else:
             draft = Draft([], None, 0)
+        alternatives = _alternatives(draft, config, confidence, branching, generator)
         synchronize(device)
         t1 = time.perf_counter()
-        logits = target.feed(target.pending(committed) + draft.ids, logits_to_keep=len(draft.ids) + 1)
-        p = probabilities(logits, warpers)                         # p_1..p_{n+1}
-        verdict = verify(p, draft, generator, config.greedy)
+        chain = target.pending(committed) + draft.ids
+        siblings = list(dict.fromkeys(t for t in alternatives if t != draft.ids[-1]))  # distinct, fed once each
+        if siblings:   # one forward over the chain and the siblings of its last token (a small token tree)
+            logits = target.feed_branches(chain, siblings, chain_rows=len(draft.ids) + 1)
+        else:
+            logits = target.feed(chain, logits_to_keep=len(draft.ids) + 1)
+        p = probabilities(logits, warpers)                         # p_1..p_{n+1}, then one row after each sibling
+        rows = {token: len(draft.ids) + 1 + i for i, token in enumerate(siblings)}
+        if draft.ids:
+            rows[draft.ids[-1]] = len(draft.ids)                  # after d_n itself: the bonus row
+        verdict = verify(p, draft, generator, config.greedy, alternatives, rows)
         synchronize(device)
         t2 = time.perf_counter()
 
-        appended = draft.ids[:verdict.n_accepted] + [verdict.next_token]
+        appended = verdict.kept + [verdict.next_token]
         appended, hit_eos = _cut_at_eos(appended, eos)
         committed.extend(appended)
         target.rollback(committed)
         drafter.rollback(committed)
         t3 = time.perf_counter()
         event = _round_event(
-            rounds, produced, draft_length, draft, p, verdict, appended,
+            rounds, produced, draft_length, draft, alternatives, p, verdict, appended,
             (caches_before[0], target.length, caches_before[1], drafter.cache_length),
             (t1 - t0, t2 - t1), t3 - start, config, text)
         book = time.perf_counter() - t3
@@ -329,7 +419,8 @@ def speculative_generate(pair, prompt_ids: list[int], config: SpecConfig,
                          verify_seconds=t2 - t1)
             gamma = auto.next()
         else:
-            gamma = next_gamma(config, gamma, len(draft.ids), verdict.n_accepted)
+            chain_accepted = len(draft.ids) if verdict.rejection_index is None else verdict.rejection_index
+            gamma = next_gamma(config, gamma, len(draft.ids), chain_accepted)
         if hit_eos:
             finish = "eos"
             break

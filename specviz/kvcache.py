@@ -122,9 +122,48 @@ class CachedModel:
             out = self.model(input_ids=input_ids, cache=self.cache, use_cache=True, logits_to_keep=logits_to_keep)
             logits = out.logits[0, -logits_to_keep:]
         self.ids.extend(new_ids)
+        return self._widen(logits)
+
+    def _widen(self, logits: torch.Tensor) -> torch.Tensor:
         if logits.shape[-1] < self.vocab_width:  # a smaller head than the partner: its missing ids have p or q = 0
             logits = F.pad(logits, (0, self.vocab_width - logits.shape[-1]), value=float("-inf"))
         return logits
+
+    @property
+    def can_branch(self) -> bool:
+        """feed_branches works: an eager model on a dynamic cache whose attention takes a custom 4D mask."""
+        return self.decoder is None and getattr(self.model.config, "_attn_implementation", None) in ("sdpa", "eager")
+
+    @torch.inference_mode()
+    def feed_branches(self, chain: list[int], siblings: list[int], chain_rows: int = 1) -> torch.Tensor:
+        """One forward over a small token tree: `chain` appended as usual, plus `siblings`, alternatives to
+        chain[-1] (same position, same context chain[:-1]). Returns [chain_rows + len(siblings), V] logits: the
+        rows of the last `chain_rows` chain tokens, then one row per sibling (the distribution after it).
+
+        A custom 4D mask lets each sibling see the cache, chain[:-1] and itself only; position ids put it at
+        chain[-1]'s position. The siblings' keys and values are cropped right after the forward, so the cache
+        holds the chain only (a sibling the target keeps is fed again next round, as any pending token is).
+        """
+        if not siblings:
+            return self.feed(chain, logits_to_keep=chain_rows)
+        past, n, k = self.length, len(chain), len(siblings)
+        device = self.model.device
+        input_ids = torch.tensor([chain + siblings], dtype=torch.long, device=device)
+        positions = torch.tensor([list(range(past, past + n)) + [past + n - 1] * k], device=device)
+        allowed = torch.ones(n + k, past + n + k, dtype=torch.bool, device=device)
+        allowed[:n, past:past + n] = torch.ones(n, n, dtype=torch.bool, device=device).tril()  # the chain: causal
+        allowed[:n, past + n:] = False                                  # nothing sees a sibling ...
+        allowed[n:, past + n - 1:] = False                              # ... a sibling sees neither chain[-1]
+        allowed[n:, past + n:] = torch.eye(k, dtype=torch.bool, device=device)  # nor other siblings, only itself
+        mask = allowed[None, None]
+        if self.model.config._attn_implementation == "eager":         # eager attention adds the mask to its scores
+            dtype = self.model.dtype
+            mask = torch.zeros(mask.shape, dtype=dtype, device=device).masked_fill(~mask, torch.finfo(dtype).min)
+        out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions, cache=self.cache,
+                         use_cache=True, logits_to_keep=chain_rows + k)
+        self.ids.extend(chain + siblings)
+        self.truncate(past + n)
+        return self._widen(out.logits[0])
 
     def rollback(self, committed: list[int]) -> None:
         """Keep the longest prefix of the cache that agrees with the committed tokens (DynamicCache.crop),

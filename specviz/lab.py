@@ -227,9 +227,12 @@ class TokenOrigin:
 def round_origins(event: RoundEvent) -> list[TokenOrigin]:
     """The tokens a round committed: accepted drafts, then the resampled or bonus token (cut at EOS)."""
     out = []
+    kept = list(event.drafted[:event.n_accepted])
+    if event.kept_alternative is not None:   # it took the rejected draft's place
+        kept[-1] = event.kept_alternative
     for k, _ in enumerate(event.appended):
         if k < event.n_accepted:
-            d = event.drafted[k]
+            d = kept[k]
             out.append(TokenOrigin(d.text, "accepted", event.index, d.ratio, d.q))
         else:
             out.append(TokenOrigin(event.next_token.text, event.next_source, event.index, None, event.next_token.prob))

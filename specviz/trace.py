@@ -50,9 +50,10 @@ class RoundEvent:
     position: int                       # new tokens committed before this round
     gamma: int                          # draft length the schedule asked for
     drafted: tuple[DraftedToken, ...]   # can be shorter than gamma (confidence stop, n-gram miss, budget)
-    n_accepted: int                     # length of the accepted prefix
+    n_accepted: int                     # drafted tokens kept: the accepted prefix, plus a kept alternative
     rejection_index: int | None         # index into drafted of the first rejection, None if all accepted
-    next_token: TokenProb               # the resampled token (prob from the residual) or the bonus (prob from p)
+    next_token: TokenProb               # the resampled token (prob from the residual) or the bonus (prob from p,
+                                        # after the last draft or after a kept alternative)
     next_source: NextSource
     top_p: tuple[TokenProb, ...]        # top of p at the rejection (or bonus) position
     top_q: tuple[TokenProb, ...]        # top of q there (empty for a bonus or the n-gram drafter)
@@ -67,6 +68,14 @@ class RoundEvent:
     draft_forwards: int                 # draft model forward passes this round (0 for n-gram)
     elapsed: float                      # seconds since the run started, at the end of this round
     bookkeeping_seconds: float = 0.0    # time spent building this event (top-k lists, text)
+    # Other candidates for the last drafted position, verified in the same target forward (a small token tree),
+    # checked in order only if that draft was rejected; q and p are at that position. At most one is "accepted":
+    # it is then appended in place of the rejected draft and the next token is a bonus after it.
+    alternatives: tuple[DraftedToken, ...] = ()
+
+    @property
+    def kept_alternative(self) -> DraftedToken | None:
+        return next((a for a in self.alternatives if a.verdict == "accepted"), None)
 
 
 @dataclass(frozen=True)
@@ -121,7 +130,7 @@ class Trace:
 
 _NESTED: dict[type, dict[str, type]] = {
     RoundEvent: {"drafted": DraftedToken, "next_token": TokenProb, "top_p": TokenProb,
-                 "top_q": TokenProb, "top_residual": TokenProb},
+                 "top_q": TokenProb, "top_residual": TokenProb, "alternatives": DraftedToken},
     TokenEvent: {"token": TokenProb},
 }
 

@@ -163,7 +163,7 @@ QUANTIZE = {"auto (int8 on CPU)": None, "on (int8)": True, "off": False}
 DEFAULTS: dict[str, Any] = {
     "cfg.preset": next(iter(PRESETS)), "cfg.device": "auto", "cfg.quantize": next(iter(QUANTIZE)),
     "cfg.trust": False, "cfg.custom_target": "", "cfg.custom_draft": "", "cfg.custom_applied": None,
-    "cfg.drafter": "model", "cfg.ngram": 3, "cfg.lookahead": 0, "cfg.gamma": 5, "cfg.schedule": "constant", "cfg.gamma_max": 12,
+    "cfg.drafter": "model", "cfg.ngram": 3, "cfg.lookahead": 0, "cfg.alternatives": 0, "cfg.gamma": 5, "cfg.schedule": "constant", "cfg.gamma_max": 12,
     "cfg.confidence": 0.0, "cfg.temperature": 0.0, "cfg.top_k": 0, "cfg.top_p": 1.0, "cfg.seed": 0,
     "cfg.max_new_tokens": 32, "cfg.chat": True,
 }
@@ -208,7 +208,7 @@ def _read_config() -> tuple[SpecConfig | None, str | None]:
             draft_confidence=float(s["cfg.confidence"]), temperature=float(s["cfg.temperature"]),
             top_k=int(s["cfg.top_k"]), top_p=float(s["cfg.top_p"]), seed=int(s["cfg.seed"]),
             max_new_tokens=int(s["cfg.max_new_tokens"]), drafter=s["cfg.drafter"], ngram_size=int(s["cfg.ngram"]),
-            lookahead=int(s["cfg.lookahead"]), record_top=10,
+            lookahead=int(s["cfg.lookahead"]), alternatives=int(s["cfg.alternatives"]), record_top=10,
         ).validate()
         return config, None
     except (ConfigError, TypeError, ValueError) as exc:
@@ -255,6 +255,12 @@ def sidebar() -> Settings:
                       help="0 = off. Prompt lookup guesses how the text goes on; one draft pass scores the guesses "
                            "at once, and while the draft's own draws agree with them it needs no further pass. "
                            "Each token is still drawn from the draft's q; only the passes are fewer (marked ⇢).")
+            st.slider("Alternatives for the last draft token", 0, 4, key="cfg.alternatives",
+                      help="0 = off. When the draft is unsure of its last token, the target's verify pass also scores "
+                           "the draft's other candidates for that position (a small token tree): if the draft's own "
+                           "token is rejected, one of them can be kept instead, with a bonus token after it. Greedy: "
+                           "q's next-best tokens; sampling: further draws from q, checked by recursive rejection "
+                           "sampling, so the output still follows p exactly.")
         st.number_input(f"γ: draft length (1-{GAMMA_LIMIT})", step=1, key="cfg.gamma",
                         help="How many tokens the drafter proposes per round.")
         st.radio("Schedule", ["constant", "adaptive", "auto"], key="cfg.schedule", horizontal=True,
@@ -580,15 +586,13 @@ def _chip(kind: str, token: str, verdict: str, rows: Sequence[tuple[str, str, st
             f'<div class="sv-verdict">{esc(verdict)}</div><div class="sv-nums">{nums}</div></div>')
 
 
+def _verdict_label(verdict: str) -> str:
+    return {"accepted": "✓ accepted", "rejected": "✗ rejected"}.get(verdict, "· not checked")
+
+
 def draft_chips_html(event: RoundEvent, greedy: bool) -> str:
     chips = []
     for i, d in enumerate(event.drafted):
-        if d.verdict == "accepted":
-            verdict = "✓ accepted"
-        elif d.verdict == "rejected":
-            verdict = "✗ rejected"
-        else:
-            verdict = "· not checked"
         rows = [("q", fmt_prob(d.q), "q|"), ("p", fmt_prob(d.p), "p|"),
                 ("min(1,p/q)", fmt_prob(d.ratio), "muted|muted" if greedy else "|")]
         if greedy:
@@ -604,11 +608,34 @@ def draft_chips_html(event: RoundEvent, greedy: bool) -> str:
             title += " (greedy decoding checks argmax p instead)"
         if d.from_lookahead:
             title += "; its q came from a draft forward over prompt-lookup guesses (no forward of its own)"
-        chips.append(_chip(d.verdict, d.text, verdict, rows, pos=f"d{i + 1}" + (" ⇢" if d.from_lookahead else ""),
-                           title=title))
+        chips.append(_chip(d.verdict, d.text, _verdict_label(d.verdict), rows,
+                           pos=f"d{i + 1}" + (" ⇢" if d.from_lookahead else ""), title=title))
     if not chips:
         chips.append('<div class="sv-chip sv-unchecked"><div class="sv-tok">∅</div>'
                      '<div class="sv-verdict">nothing drafted</div></div>')
+    elif event.alternatives:   # the last drafted token and its alternatives, stacked: one position, several candidates
+        chips[-1] = f'<div class="sv-branch">{chips[-1]}{alternative_chips_html(event, greedy)}</div>'
+    return "".join(chips)
+
+
+def alternative_chips_html(event: RoundEvent, greedy: bool) -> str:
+    """Chips for the other candidates at the last drafted position (checked only if that draft was rejected)."""
+    n = len(event.drafted)
+    chips = []
+    for m, a in enumerate(event.alternatives):
+        rows = [("q", fmt_prob(a.q), "q|"), ("p", fmt_prob(a.p), "p|")]
+        if greedy:
+            if a.verdict != "unchecked":
+                rows.append(("argmax p?", "yes" if a.verdict == "accepted" else "no",
+                             "|pass" if a.verdict == "accepted" else "|fail"))
+        else:
+            rows.append(("min(1,r/q)", fmt_prob(a.ratio), "|"))
+            rows.append(("u", fmt_prob(a.u) if a.u is not None else "—",
+                         "|pass" if a.verdict == "accepted" else ("|fail" if a.u is not None else "|")))
+        title = (f"alternative {m + 1} for draft position {n}: q={a.q:.4f}, p={a.p:.4f}; checked only if d{n} "
+                 "is rejected" + ("" if greedy else ", against the residual r left by the rejections before it"))
+        chips.append(_chip(f"{a.verdict} sv-alt", a.text, _verdict_label(a.verdict), rows, pos=f"d{n} alt {m + 1}",
+                           title=title))
     return "".join(chips)
 
 
@@ -619,7 +646,8 @@ def next_chip_html(event: RoundEvent, greedy: bool) -> str:
         rows = [("from", "p" if greedy else "residual", "|"), ("prob", fmt_prob(t.prob), "|")]
     else:
         verdict = "★ bonus: argmax p" if greedy else "★ bonus"
-        rows = [("from", f"p{event.n_accepted + 1}" if event.drafted else "p", "p|"), ("prob", fmt_prob(t.prob), "|")]
+        after = "after alt" if event.kept_alternative is not None else f"p{event.n_accepted + 1}"
+        rows = [("from", after if event.drafted else "p", "p|"), ("prob", fmt_prob(t.prob), "|")]
     return _chip(event.next_source, t.text, verdict, rows, title=f"{event.next_source} token, probability {t.prob:.4f}")
 
 
@@ -689,20 +717,27 @@ def kv_cache_html(event: RoundEvent, prompt_len: int, drafter: str) -> str:
         rows.append(f'<div class="lbl">{label}</div><div class="row">{cells}</div>'
                     f'<div class="len">{length} tokens{("<br>" + esc(note)) if note else ""}</div>')
 
-    def model(name: str, before: int, after: int, fed: int, forwards: bool) -> None:
+    def model(name: str, before: int, after: int, fed: int, forwards: bool, branches: Sequence = ()) -> None:
         pending = max(0, committed - before) if forwards else 0
         rows.append(f'<div class="group">{name}</div>')
         line("before <small>round start</small>", before, 0, [], before)
         filled = [(d.text, verdict_cls[i]) for i, d in enumerate(event.drafted[:fed])]
-        line("after forward <small>cache grows</small>", before, pending, filled, before + pending + fed)
+        # Alternatives sit in the verify forward beside the last draft (same position) and are cropped right after it.
+        siblings = [(a.text, f"{a.verdict} alt") for a in branches]
+        line("after forward <small>cache grows</small>", before, pending, filled + siblings,
+             before + pending + fed + len(siblings), "alternatives cropped after the pass" if siblings else "")
         keep = max(0, after - committed)
         kept = [(d.text, "accepted") for d in event.drafted[:min(keep, fed)]]
         dropped = [(d.text, f"{verdict_cls[i]} dropped") for i, d in enumerate(event.drafted[:fed]) if i >= keep]
-        removed = before + pending + fed - after
-        line("after rollback <small>crop</small>", before, pending, kept + dropped, after,
-             f"−{removed} rolled back" if removed > 0 else "nothing to roll back")
+        dropped += [(text, f"{cls} dropped") for text, cls in siblings]
+        removed = before + pending + fed + len(siblings) - after
+        note = f"−{removed} rolled back" if removed > 0 else "nothing to roll back"
+        if branches and event.kept_alternative is not None:
+            note += "; the kept alternative is fed with the next verify"
+        line("after rollback <small>crop</small>", before, pending, kept + dropped, after, note)
 
-    model("Target (p) cache", event.target_cache_before, event.target_cache_after, n, True)
+    # A kept alternative is not in the target's cache yet: it is fed with the next round's verify.
+    model("Target (p) cache", event.target_cache_before, event.target_cache_after, n, True, event.alternatives)
     if drafter == "model":
         # The draft runs only when it drafts; it never feeds its own last token back.
         model("Draft (q) cache", event.draft_cache_before, event.draft_cache_after, max(0, n - 1), n > 0)
@@ -745,21 +780,50 @@ def explain_round(event: RoundEvent, greedy: bool) -> str:
             else:
                 why = (f"p = {fmt_prob(d.p)} and q = {fmt_prob(d.q)}, so min(1, p/q) = {fmt_prob(d.ratio)}, "
                        f"and the draw u = {fmt_prob(d.u)} was larger")
-            parts.append(f"It accepted **{event.n_accepted}**, then rejected `{visible(d.text)}` at position {j + 1}: {why}.")
+            kept = event.kept_alternative
+            accepted = event.n_accepted - (kept is not None)
+            parts.append(f"It accepted **{accepted}**, then rejected `{visible(d.text)}` at position {j + 1}: {why}.")
             if j + 1 < n:
                 parts.append(f"The {n - j - 1} token{'s' if n - j - 1 != 1 else ''} after it are thrown away unchecked.")
-            if greedy:
+            if event.alternatives and j == n - 1:
+                parts.append(explain_alternatives(event, greedy))
+            if kept is None and greedy:
                 parts.append("In greedy mode the correction is the target's own top token, "
                              "exactly what plain decoding would have written.")
-            else:
-                parts.append(f"In place of the rejected token, `{visible(event.next_token.text)}` was drawn from the "
-                             "residual norm(max(0, p − q)): the probability mass the draft under-represented.")
+            elif kept is None:
+                left = "what the rejections left of p" if event.alternatives and j == n - 1 else "the residual norm(max(0, p − q))"
+                parts.append(f"In place of the rejected token, `{visible(event.next_token.text)}` was drawn from "
+                             f"{left}: the probability mass the draft under-represented.")
         parts.append(f"This round committed **{len(event.appended)}** token{'s' if len(event.appended) != 1 else ''} "
                      f"for one target pass.")
     return " ".join(parts)
 
 
+def explain_alternatives(event: RoundEvent, greedy: bool) -> str:
+    """Words for a rejection at a position that came with alternatives (a small token tree)."""
+    n = len(event.drafted)
+    names = ", ".join(f"`{visible(a.text)}`" for a in event.alternatives)
+    head = (f"The draft was unsure of its last token, so the verify pass also scored its other candidates for "
+            f"position {n} ({names}), each seeing the same text before it: one pass, a few more rows. ")
+    kept = event.kept_alternative
+    if greedy:
+        rule = "They are checked in order; one is kept if it is the target's top token."
+    else:
+        rule = ("They were drawn from the same q and are checked in order against what the rejections left: "
+                "r = norm(max(0, p − q)), shrunk again after each refused candidate, kept with probability "
+                "min(1, r/q) (recursive rejection sampling, so the token still follows p exactly).")
+    if kept is not None:
+        tail = (f" `{visible(kept.text)}` was kept in place of the rejected draft, and the same pass's row after it "
+                f"gave the bonus token `{visible(event.next_token.text)}`.")
+    else:
+        tail = " None was kept."
+    return head + rule + tail
+
+
 def explain_chart(event: RoundEvent, greedy: bool) -> str:
+    if event.kept_alternative is not None:
+        return (f"The target kept the draft's alternative `{visible(event.kept_alternative.text)}`; the verify pass "
+                "also computed p after it, shown here. The bonus token is " + ("its top token." if greedy else "drawn from it."))
     if event.next_source == "bonus":
         return ("Every draft was accepted, so the target's pass has one distribution left over, p after the last "
                 "draft token. The bonus token is " + ("its top token." if greedy else "drawn from it."))
@@ -779,6 +843,7 @@ def round_view(event: RoundEvent, trace_like: dict, *, show_chart: bool = True, 
             f'{" of " + str(trace_like["rounds"]) if trace_like.get("rounds") else ""} · γ = {event.gamma} · '
             f'drafted {n} · accepted {event.n_accepted} · '
             f'{"all accepted + bonus" if event.rejection_index is None else "rejected at d" + str(event.rejection_index + 1)}'
+            f'{" · alternative kept" if event.kept_alternative is not None else ""}'
             f' · +{len(event.appended)} token{"s" if len(event.appended) != 1 else ""}</div>')
     st.html(head + '<div class="sv-step">① draft → ② verify → ③ accept / reject → ④ next token</div>'
             + round_chips_html(event, config.greedy))

@@ -111,6 +111,26 @@ def test_step_run_with_lookahead_marks_the_shared_draft_passes(app):
     assert "prompt lookup guessed how the text goes on" in explanation
 
 
+def test_step_run_with_alternatives_shows_the_token_tree(app):
+    app.slider(key="cfg.alternatives").set_value(3).run()
+    app.number_input(key="cfg.gamma").set_value(1).run()       # every rejection is then at the last drafted token
+    app.button(key="step.run").click().run()
+    job = finish(app, "step")
+    assert job.state == "done", job.error
+    trace = app.session_state["step.trace"]
+    assert trace.config.alternatives == 3
+    checked = [r for r in trace.rounds if r.rejection_index is not None]
+    assert checked, "the draft was never rejected: nothing to show"
+    r = next((r for r in checked if r.kept_alternative is not None), checked[0])
+    app.slider(key="step.slider").set_value(r.index + 1).run()
+    page = html_of(app)
+    assert 'class="sv-branch"' in page and "d1 alt 1" in page and "sv-alt" in page
+    explanation = " ".join(m.value for m in app.markdown)
+    assert "also scored its other candidates for position 1" in explanation
+    if r.kept_alternative is not None:
+        assert "alternative kept" in page and "was kept in place of the rejected draft" in explanation
+
+
 def test_step_buttons_move_between_rounds(app):
     app.button(key="step.run").click().run()
     finish(app, "step")

@@ -79,6 +79,9 @@ CONFIGS = {
     "top-p 0.8": SpecConfig(gamma=3, temperature=1.0, top_p=0.8, max_new_tokens=3),
     "n-gram drafter": SpecConfig(gamma=3, temperature=1.0, drafter="ngram", max_new_tokens=3),
     "model drafter with lookahead": SpecConfig(gamma=3, temperature=1.0, lookahead=3, max_new_tokens=3),
+    # gamma 1: the alternatives compete for the very first token; gamma 2: for the second
+    "3 alternatives, gamma 1": SpecConfig(gamma=1, temperature=1.0, alternatives=3, max_new_tokens=3),
+    "2 alternatives, gamma 2, top-k 4": SpecConfig(gamma=2, temperature=0.8, top_k=4, alternatives=2, max_new_tokens=3),
 }
 
 
