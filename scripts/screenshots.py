@@ -1,9 +1,10 @@
 """Screenshots of the real app on the built-in pair for the README (assets/screenshots/*.png).
 
-Usage: .venv/bin/python -m scripts.screenshots [race lab]   (after python -m specviz prepare)
+Usage: .venv/bin/python -m scripts.screenshots [race lab alternatives]   (after python -m specviz prepare)
 Starts `streamlit run app.py` on a free localhost port and drives headless Debian Chromium:
 - race: the Race page replaying the first recorded trace that includes plain decoding;
-- lab:  the Acceptance lab running one prompt per category with both drafters (greedy, 24 tokens).
+- lab:  the Acceptance lab running one prompt per category with both drafters (greedy, 24 tokens);
+- alternatives: Step through on the recorded prose run with alternatives, at a round that kept one.
 """
 from __future__ import annotations
 
@@ -44,7 +45,37 @@ def lab(page, base: str) -> None:
     page.screenshot(path=str(OUT / "acceptance_lab.png"), full_page=True)
 
 
-SHOTS = {"race": race, "lab": lab}
+def alternatives(page, base: str) -> None:
+    from playwright.sync_api import expect
+
+    from specviz.trace import load_trace
+
+    name = "5_prose_auto_alternatives"
+    trace = load_trace(ROOT / "assets" / "traces" / f"{name}.json")
+    kept = next(r.index for r in trace.rounds if r.kept_alternative is not None)
+    page.goto(base, wait_until="domcontentloaded")
+    expect(page.get_by_role("heading", name="A small model writes ahead, a big model checks")).to_be_visible(
+        timeout=60_000)
+    page.get_by_role("button", name="Replay a file").click()
+    page.get_by_label("…or a recorded run").click()
+    page.get_by_role("option", name=name.replace("_", " ")).click()
+    page.keyboard.press("Escape")
+    expect(page.get_by_text("Round 1", exact=False).first).to_be_visible(timeout=60_000)
+    for _ in range(kept):
+        page.get_by_role("button", name="Next").click()
+        page.wait_for_timeout(1500)
+    expect(page.get_by_text("alternative kept", exact=False).first).to_be_visible(timeout=30_000)
+    page.wait_for_timeout(3000)                # let the chart draw
+    round_head = page.locator(".sv-round-head").first
+    round_head.evaluate("element => element.scrollIntoView()")   # the app scrolls inside its main section
+    page.wait_for_timeout(1000)
+    head = round_head.bounding_box()
+    page.screenshot(path=str(OUT / "alternatives.png"),
+                    clip={"x": 300, "y": head["y"] - 20, "width": VIEWPORT["width"] - 300,
+                          "height": min(1150, VIEWPORT["height"] - head["y"] + 20)})
+
+
+SHOTS = {"race": race, "lab": lab, "alternatives": alternatives}
 
 
 def main(names: list[str]) -> None:

@@ -774,13 +774,14 @@ def explain_round(event: RoundEvent, greedy: bool) -> str:
         else:
             j = event.rejection_index
             d = event.drafted[j]
+            kept = event.kept_alternative
             if greedy:
-                why = (f"the target's most likely token there is `{visible(event.next_token.text)}`, "
+                top = kept.text if kept is not None else event.next_token.text  # else the next token is a bonus after it
+                why = (f"the target's most likely token there is `{visible(top)}`, "
                        f"not `{visible(d.text)}`")
             else:
                 why = (f"p = {fmt_prob(d.p)} and q = {fmt_prob(d.q)}, so min(1, p/q) = {fmt_prob(d.ratio)}, "
                        f"and the draw u = {fmt_prob(d.u)} was larger")
-            kept = event.kept_alternative
             accepted = event.n_accepted - (kept is not None)
             parts.append(f"It accepted **{accepted}**, then rejected `{visible(d.text)}` at position {j + 1}: {why}.")
             if j + 1 < n:
