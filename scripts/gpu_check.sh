@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU check, for one CUDA GPU (sized for an H200, under 10 minutes), with nothing downloaded:
-#   1. greedy exactness, the lossless chi-square test, the auto schedule, compiled decoding and the
+#   1. greedy exactness (alternatives included), the lossless chi-square test, the auto schedule, compiled decoding and the
 #      benchmark's own tests, all on CUDA (the tests' tiny pairs moved there by scripts/cuda_plugin.py);
 #   2. the benchmark on random-weight pairs of the built-in pair's sizes (bf16): the verify time against
 #      gamma, the cost ratio c, and, when the draft is launch-bound (c > 0.5), the same with a static
@@ -21,7 +21,8 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader ||
 
 echo "== 1/2 exactness and losslessness on CUDA (tiny pairs)"
 timeout 330 "$PY" -m pytest -q -p cuda_plugin -p no:cacheprovider \
-  tests/test_engine.py tests/test_lossless.py tests/test_auto_schedule.py tests/test_compiled.py tests/test_bench.py \
+  tests/test_engine.py tests/test_alternatives.py tests/test_lossless.py tests/test_auto_schedule.py tests/test_compiled.py \
+  tests/test_bench.py \
   2>&1 | tee "$OUTDIR/gpu-check-tests.txt"
 
 echo "== 2/2 benchmark on random-weight pairs of the built-in sizes"

@@ -741,7 +741,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="keep MKL's linear layers in the float32 target on CPU (default: oneDNN prepacked weights)")
     parser.add_argument("--compile", action="store_true",
                         help="static KV cache + torch.compile for the one-token steps of the target and the draft "
-                             "(CUDA graphs on a GPU; for ours and the baseline, not transformers' methods)")
+                             "(CUDA graphs on a GPU; for ours and the baseline, not transformers' methods; "
+                             "--alternatives is then off: a compiled step takes no token-tree mask)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own choice)")
     parser.add_argument("--curve-gammas", type=int, default=CURVE_GAMMAS, help="largest g of the verify-cost curve")
     parser.add_argument("--json", default=None, metavar="PATH",

@@ -74,3 +74,13 @@ def test_rollback_on_the_static_cache(compiled):
     with torch.inference_mode():
         fresh = pair.target(torch.tensor([[5, 6, 7, 1, 2]])).logits[0, -2:]
     torch.testing.assert_close(logits, fresh, atol=1e-4, rtol=1e-4)
+
+
+def test_alternatives_are_left_out_on_a_compiled_target(compiled):
+    # A static cache's compiled step takes no custom tree mask, so the token tree is not built there.
+    pair, ids = compiled
+    config = SpecConfig(gamma=2, alternatives=3, max_new_tokens=30)
+    rounds, spec = run_to_end(speculative_generate(pair, ids, config))
+    _, base = run_to_end(autoregressive_generate(pair, ids, config))
+    assert spec.token_ids == base.token_ids
+    assert not any(r.alternatives for r in rounds)
