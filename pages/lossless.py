@@ -29,6 +29,9 @@ with right:
     st.latex(r"P(x) = \min(p, q)(x) + (p - q)^+(x) = p(x)")
     st.markdown("Skip the residual and redraw from q instead, and the second term takes q's shape: "
                 "the result drifts towards q.")
+    st.markdown("**Alternatives.** After a rejection the token must follow r. A further candidate c ~ q, kept "
+                "with probability min(1, r(c)/q(c)), is the same step with r in place of p, so the same argument "
+                "holds with the residual of r; and so on for every further candidate.")
 
 settings = ui.settings()
 with st.container(border=True):
@@ -44,6 +47,13 @@ with st.container(border=True):
     n = c2.select_slider("Samples", [1_000, 10_000, 50_000, 100_000, 200_000], value=50_000, key=f"{PAGE}.n",
                          format_func=lambda v: f"{v:,}")
     seed = c3.number_input("Seed", value=0, step=1, key=f"{PAGE}.seed")
+    base_alternatives = settings.config.alternatives if settings.config else 0
+    alternatives = st.slider("Alternatives: after a rejection, up to this many more candidates drawn from q", 0, 4,
+                             base_alternatives, key=f"{PAGE}.alternatives",
+                             help="As the engine's token tree does when sampling: each further candidate c ~ q is "
+                                  "kept with probability min(1, r(c)/q(c)), where r is what the rejections so far "
+                                  "left of p, and r shrinks again after each refusal (recursive rejection "
+                                  "sampling). More tokens are kept by a candidate; the result is still p.")
     broken = st.toggle(":material/heart_broken: Break the algorithm: after a rejection, draw again from q instead of the residual",
                        key=f"{PAGE}.broken")
     c1, c2 = st.columns([1.4, 5], vertical_alignment="center")
@@ -65,11 +75,12 @@ dist = st.session_state.get(f"{PAGE}.dist")
 if dist is None and not ui.busy(PAGE):
     st.info("Press **Compute p and q** to run both models once on this context.")
 elif dist is not None and not ui.busy(PAGE):
-    result = lossless.lossless_experiment(dist, n=int(n), seed=int(seed), resample_residual=not broken)
+    result = lossless.lossless_experiment(dist, n=int(n), seed=int(seed), resample_residual=not broken,
+                                          alternatives=int(alternatives))
     st.caption(f"Context: {dist.context_tokens} tokens · temperature {dist.temperature:g}"
                f"{f' · top-k {dist.top_k}' if dist.top_k else ''}{f' · top-p {dist.top_p:g}' if dist.top_p < 1 else ''}"
                f" · {result.n:,} samples each")
-    m = st.columns(5)
+    m = st.columns(6 if result.alternatives else 5)
     m[0].metric("TV(speculative, p)", f"{result.tv_spec:.4f}",
                 help="Distance of the speculative samples' histogram from p: near the noise floor when correct.")
     m[1].metric("TV(direct samples of p, p)", f"{result.tv_direct:.4f}",
@@ -77,6 +88,11 @@ elif dist is not None and not ui.busy(PAGE):
     m[2].metric("TV(draft alone, p)", f"{result.tv_draft:.4f}", help="Samples of q alone, compared with p.")
     m[3].metric("TV(q, p) exact", f"{result.tv_pq:.4f}")
     m[4].metric("P(accept) exact", f"{result.acceptance:.1%}", help="Σ min(p, q) = 1 − TV(p, q).")
+    if result.alternatives:
+        m[5].metric(f"P(kept) with {result.alternatives} alternative{'s' if result.alternatives > 1 else ''}",
+                    f"{result.acceptance_any:.1%}",
+                    help="Exact chance that the draft or one of the further candidates is kept, so that no "
+                         "draw from the residual is needed.")
     if broken:
         st.error(f"Broken: without the residual the samples drift towards q. TV from p is {result.tv_spec:.4f}, "
                  f"against a noise floor of {result.tv_direct:.4f}.")

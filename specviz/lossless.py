@@ -16,7 +16,7 @@ import torch
 from .config import SpecConfig
 from .engine import vocab_width
 from .runs import encode, exclusive
-from .sampling import build_warpers, probabilities, speculative_samples
+from .sampling import build_warpers, probabilities, residual, speculative_samples
 
 SHOWN_TOKENS = 12      # bars on the chart: the most likely tokens under p or q, the rest pooled as "other"
 
@@ -53,6 +53,8 @@ class LosslessResult:
     tv_direct: float               # TV(empirical direct samples of p, p): the sampling-noise floor
     tv_pq: float                   # exact TV(p, q)
     acceptance: float              # exact P(accept) = sum_v min(p(v), q(v)) = 1 - TV(p, q)
+    alternatives: int = 0          # further candidates from q after a rejection (recursive rejection sampling)
+    acceptance_any: float = 0.0    # exact P(the draft or one of the alternatives is kept)
 
 
 def next_token_distributions(pair, prompt: str, config: SpecConfig, *, chat: bool = True,
@@ -88,15 +90,30 @@ def total_variation(x: torch.Tensor, y: torch.Tensor) -> float:
     return 0.5 * float((x - y).abs().sum())
 
 
+def kept_probability(p: torch.Tensor, q: torch.Tensor, alternatives: int = 0) -> float:
+    """Exact P(the draft or one of `alternatives` further candidates from q is kept).
+
+    The draft is refused with probability beta_0 = sum (p - q)^+; candidate m, checked against what is left
+    (r_0 = norm((p - q)^+), r_m = norm((r_{m-1} - q)^+)), is refused with probability sum (r_{m-1} - q)^+.
+    """
+    refused = float((p - q).clamp_min(0).double().sum())
+    left = residual(p, q)
+    for _ in range(alternatives):
+        refused *= float((left - q).clamp_min(0).double().sum())
+        left = residual(left, q)
+    return 1.0 - refused
+
+
 def lossless_experiment(dist: Distributions, n: int = 50_000, seed: int = 0,
-                        resample_residual: bool = True, shown: int = SHOWN_TOKENS) -> LosslessResult:
+                        resample_residual: bool = True, shown: int = SHOWN_TOKENS,
+                        alternatives: int = 0) -> LosslessResult:
     """n one-token speculative samples, n draft-only samples and n direct samples of p; counts and distances."""
     if n < 1:
         raise LosslessError(f"the number of samples must be at least 1, got {n}")
     p, q = dist.p, dist.q
     width = p.shape[-1]
     generator = torch.Generator().manual_seed(seed)
-    spec = speculative_samples(p, q, n, generator, resample_residual=resample_residual)
+    spec = speculative_samples(p, q, n, generator, resample_residual=resample_residual, alternatives=alternatives)
     draft = torch.multinomial(q, n, replacement=True, generator=generator)
     direct = torch.multinomial(p, n, replacement=True, generator=generator)
     spec_c, draft_c, direct_c = (torch.bincount(s, minlength=width) for s in (spec, draft, direct))
@@ -121,4 +138,5 @@ def lossless_experiment(dist: Distributions, n: int = 50_000, seed: int = 0,
         tv_direct=total_variation(direct_c.double() / n, p.double()),
         tv_pq=total_variation(p.double(), q.double()),
         acceptance=float(torch.minimum(p, q).double().sum()),
+        alternatives=alternatives, acceptance_any=kept_probability(p, q, alternatives),
     )

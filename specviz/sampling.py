@@ -63,16 +63,28 @@ def speculative_samples(
     n: int,
     generator: torch.Generator | None = None,
     resample_residual: bool = True,
+    alternatives: int = 0,
 ) -> torch.Tensor:
     """n independent one-token speculative steps for one context, vectorised: the Lossless page's sampler.
 
     d ~ q; keep d with probability min(1, p(d)/q(d)); otherwise draw from norm(max(0, p - q)).
     The result is distributed exactly as p. With resample_residual=False a rejection draws from q
     again instead (a common mistake), and the result drifts away from p.
+    With alternatives k (the engine's token tree), a rejection is followed by up to k more candidates
+    c ~ q, each kept with probability min(1, r(c)/q(c)) where r is what the refusals left of p
+    (r_0 = norm(max(0, p - q)), r_m = norm(max(0, r_{m-1} - q))); the final fallback draws from r_k.
+    This recursive rejection sampling is still exactly p.
     """
     d = torch.multinomial(q, n, replacement=True, generator=generator)
     u = torch.rand(n, generator=generator, device=p.device)
     accepted = u <= acceptance_ratio(p[d], q[d])
-    fallback = residual(p, q) if resample_residual else q
-    other = torch.multinomial(fallback, n, replacement=True, generator=generator)
-    return torch.where(accepted, d, other)
+    left = residual(p, q) if resample_residual else q
+    out, pending = d, ~accepted
+    for _ in range(alternatives):
+        candidate = torch.multinomial(q, n, replacement=True, generator=generator)
+        u = torch.rand(n, generator=generator, device=p.device)
+        keep = pending & (u <= acceptance_ratio(left[candidate], q[candidate]))
+        out, pending = torch.where(keep, candidate, out), pending & ~keep
+        left = residual(left, q) if resample_residual else q
+    other = torch.multinomial(left, n, replacement=True, generator=generator)
+    return torch.where(pending, other, out)

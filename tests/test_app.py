@@ -351,6 +351,12 @@ def test_lossless_matches_p_and_the_broken_variant_drifts(app):
     assert tv_pq > 0.05                                       # the draft really differs from the target
     assert tv_spec < max(2.5 * tv_direct, 0.02)
     assert any("match p" in s.value for s in app.success)
+    app.slider(key="lossless.alternatives").set_value(2).run()   # recursive rejection sampling: still p
+    assert not app.exception
+    assert float(metric(app, "TV(speculative, p)")) < max(2.5 * tv_direct, 0.02)
+    kept = float(metric(app, "P(kept) with 2 alternatives").rstrip("%"))
+    assert kept > float(metric(app, "P(accept) exact").rstrip("%"))
+    app.slider(key="lossless.alternatives").set_value(0).run()
     app.toggle(key="lossless.broken").set_value(True).run()
     assert not app.exception
     broken = float(metric(app, "TV(speculative, p)"))

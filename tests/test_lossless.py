@@ -117,3 +117,27 @@ def test_vectorised_sampler_is_lossless_and_the_broken_one_is_not():
     broken = total_variation(speculative_samples(p, q, n, generator, resample_residual=False))
     assert good < 0.01          # sampling noise alone: about 0.5 * sum sqrt(p / n) ~ 0.007
     assert broken > 0.05
+    for alternatives in (1, 3):  # recursive rejection sampling over further candidates from q
+        assert total_variation(speculative_samples(p, q, n, generator, alternatives=alternatives)) < 0.01
+        assert total_variation(speculative_samples(p, q, n, generator, False, alternatives)) > 0.05
+
+
+def test_alternatives_keep_more_candidates_and_the_exact_rate_matches():
+    from specviz.lossless import kept_probability
+    from specviz.sampling import residual
+
+    generator = torch.Generator().manual_seed(3)
+    p = torch.softmax(torch.randn(20, generator=generator) * 2, -1)
+    q = torch.softmax(torch.randn(20, generator=generator) * 2, -1)
+    q[:4] = 0.0                                                   # tokens 0-3: the draft never proposes them,
+    q /= q.sum()                                                  # only the final fallback can produce them
+    rates = [kept_probability(p, q, k) for k in range(4)]
+    assert rates[0] == pytest.approx(float(torch.minimum(p, q).sum()), abs=1e-6)
+    assert all(a < b for a, b in zip(rates, rates[1:]))          # each further candidate can only help
+    # Monte Carlo: tokens 0-3 come out exactly when no candidate was kept, as a draw from the final residual.
+    n, k = 200_000, 2
+    left = residual(residual(residual(p, q), q), q)
+    samples = speculative_samples(p, q, n, generator, alternatives=k)
+    share = float((samples < 4).double().mean())
+    assert share == pytest.approx((1 - rates[k]) * float(left[:4].sum()), abs=0.005)
+    assert share == pytest.approx(float(p[:4].sum()), abs=0.005)  # and, as it must, that is p's own mass there
