@@ -38,7 +38,8 @@ class DraftedToken:
     text: str
     q: float              # q_i(d_i): the draft's probability of its own token (1.0 for the n-gram drafter)
     p: float              # p_i(d_i): the target's probability of the same token
-    ratio: float          # min(1, p/q), the acceptance probability
+    ratio: float          # min(1, p/q), the acceptance probability (a sampled alternative: min(1, r/q), r being
+                          # what the rejections before it left of p)
     u: float | None       # the uniform draw compared with ratio; None in greedy mode (argmax match)
     verdict: Verdict
     from_lookahead: bool = False  # its q came from a draft forward over prompt-lookup guesses (no forward of its own)

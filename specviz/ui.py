@@ -804,8 +804,8 @@ def explain_alternatives(event: RoundEvent, greedy: bool) -> str:
     """Words for a rejection at a position that came with alternatives (a small token tree)."""
     n = len(event.drafted)
     names = ", ".join(f"`{visible(a.text)}`" for a in event.alternatives)
-    head = (f"The draft was unsure of its last token, so the verify pass also scored its other candidates for "
-            f"position {n} ({names}), each seeing the same text before it: one pass, a few more rows. ")
+    head = (f"The verify pass also scored the draft's other candidates for its last position, {n} ({names}), "
+            "each seeing the same text before it: the same pass, a few more rows. ")
     kept = event.kept_alternative
     if greedy:
         rule = "They are checked in order; one is kept if it is the target's top token."

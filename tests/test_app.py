@@ -126,7 +126,7 @@ def test_step_run_with_alternatives_shows_the_token_tree(app):
     page = html_of(app)
     assert 'class="sv-branch"' in page and "d1 alt 1" in page and "sv-alt" in page and "alternative kept" in page
     explanation = " ".join(m.value for m in app.markdown)
-    assert "also scored its other candidates for position 1" in explanation
+    assert "also scored the draft's other candidates for its last position, 1" in explanation
     assert "was kept in place of the rejected draft" in explanation
     assert f"most likely token there is `{r.kept_alternative.text}`" in explanation
 
