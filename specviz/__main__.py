@@ -125,6 +125,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
           f"{trace.pair.get('device')}) ---")
     print(f"{s.new_tokens} tokens in {s.rounds} rounds, acceptance {s.acceptance_rate:.2f}, "
           f"{s.mean_accepted_per_round:.2f} accepted per round, {s.tokens_per_second:.2f} tok/s ({s.finish_reason})")
+    if config.alternatives:
+        kept = sum(r.kept_alternative is not None for r in trace.rounds)
+        print(f"alternatives: {kept} of {s.rounds} rounds kept one in place of a rejected last draft token")
     if trace.baseline_summary is not None:
         b = trace.baseline_summary
         same = "identical" if b.token_ids == s.token_ids else "different"

@@ -22,6 +22,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
     (["--prompt", "hi", "--top-p", "0"], "top-p must be in (0, 1]"),
     (["--prompt", "hi", "--top-p", "1.2"], "top-p must be in (0, 1]"),
     (["--prompt", "hi", "--gamma", "two"], "invalid int value"),
+    (["--prompt", "hi", "--alternatives", "9"], "alternatives must be between 0 (off) and 8"),
     (["--prompt", "hi", "--target", "no-such-org/no-such-model-xyz", "--draft", "no-such-org/tiny"], "no-such-org/no-such-model-xyz"),
     (["--prompt", "hi", "--target", "/nonexistent/dir", "--drafter", "ngram"], "/nonexistent/dir"),
     (["--prompt", "hi", "--target", "some/model"], "needs --draft"),
