@@ -115,7 +115,9 @@ with h2:
             "Each run gives **a** by inverting the expected accepted prefix per round, "
             "a(1 − a^γ)/(1 − a), **γ** as its mean draft length, and — when plain decoding was timed — "
             "**c** = draft time per draft forward ÷ target time per token. The formula assumes a verify pass "
-            "costs one plain step; on a CPU it costs more, which is why measured points can sit below the curve.")
+            "costs one plain step; on a CPU it costs more, which is why measured points can sit below the curve. "
+            "It also models a plain chain of drafts: runs with alternatives (a kept candidate and its bonus token) "
+            "or lookahead (fewer draft passes) gain what it does not count, and can sit above it.")
         st.dataframe([{
             "run": pt.label, "a": round(pt.a, 3), "γ": round(pt.g, 2), "tokens / round": round(pt.tokens_per_round, 2),
             "c": round(pt.c, 3) if pt.c is not None else None,

@@ -322,13 +322,15 @@ def measured_point(trace: Trace, label: str = "") -> MeasuredPoint | None:
     """a, g, c of one run, as Leviathan et al. define them, and the speed-up they predict beside the measured one.
 
     a inverts E[accepted per round] = a (1 - a^g) / (1 - a); c = t_draft / t_target, where t_draft is the
-    time of one draft forward and t_target the baseline's mean time per token.
+    time of one draft forward and t_target the baseline's mean time per token. The formula models a chain of
+    drafts, so a kept alternative is not counted in a: its extra token shows as a speed-up above the curve.
     """
     s = trace.summary
     if s.rounds == 0 or s.drafted == 0:
         return None
     g = s.drafted / s.rounds
-    a = theory.acceptance_from_mean_accepted(s.accepted / s.rounds, g)
+    chain_accepted = s.accepted - sum(r.kept_alternative is not None for r in trace.rounds)
+    a = theory.acceptance_from_mean_accepted(chain_accepted / s.rounds, g)
     c = measured = predicted = None
     if trace.baseline:
         t_target = sum(e.seconds for e in trace.baseline) / len(trace.baseline)

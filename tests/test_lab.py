@@ -106,6 +106,16 @@ def test_measured_point_matches_theory(trace):
     assert point.measured_speedup == pytest.approx(s.tokens_per_second / trace.baseline_summary.tokens_per_second)
 
 
+def test_measured_point_counts_only_the_chain_in_a(pair):
+    config = SpecConfig(gamma=2, alternatives=3, max_new_tokens=40)
+    with_alternatives = run_trace(pair, "def add(a, b):\n    return a + b\n\ndef add(a, b):", config, chat=False)
+    kept = sum(r.kept_alternative is not None for r in with_alternatives.rounds)
+    assert kept > 0
+    s = with_alternatives.summary
+    point = lab.measured_point(with_alternatives)
+    assert point.a * (1 - point.a ** point.g) / (1 - point.a) == pytest.approx((s.accepted - kept) / s.rounds, rel=1e-6)
+
+
 def test_race_helpers(trace):
     assert lab.greedy_identity(trace).checked and lab.greedy_identity(trace).identical
     phases = lab.round_phases(trace)
