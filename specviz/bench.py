@@ -285,12 +285,11 @@ class Run:
 def _spec_stats(rounds, summary) -> dict[str, Any]:
     # The i.i.d. model of the theory is a chain of drafts: a kept alternative (a second candidate for a position
     # whose draft was rejected) is counted apart, as a gain that model does not predict.
-    kept = sum(r.kept_alternative is not None for r in rounds)
-    accepted = summary.accepted - kept
+    accepted = sum(r.chain_accepted for r in rounds)
     checked = sum(len(r.drafted) if r.rejection_index is None else r.rejection_index + 1 for r in rounds)
     return {
         "rounds": summary.rounds, "drafted": summary.drafted, "accepted": accepted, "checked": checked,
-        "alternatives_kept": kept,
+        "alternatives_kept": summary.accepted - accepted,
         "drafted_per_round": [len(r.drafted) for r in rounds],
         "accepted_per_round": [r.n_accepted for r in rounds],
         "draft_seconds": summary.draft_seconds, "verify_seconds": summary.verify_seconds,

@@ -381,10 +381,8 @@ def speculative_generate(pair, prompt_ids: list[int], config: SpecConfig,
         t1 = time.perf_counter()
         chain = target.pending(committed) + draft.ids
         siblings = list(dict.fromkeys(t for t in alternatives if t != draft.ids[-1]))  # distinct, fed once each
-        if siblings:   # one forward over the chain and the siblings of its last token (a small token tree)
-            logits = target.feed_branches(chain, siblings, chain_rows=len(draft.ids) + 1)
-        else:
-            logits = target.feed(chain, logits_to_keep=len(draft.ids) + 1)
+        # One forward over the chain and the siblings of its last token (a small token tree; none: a plain feed).
+        logits = target.feed_branches(chain, siblings, chain_rows=len(draft.ids) + 1)
         p = probabilities(logits, warpers)                         # p_1..p_{n+1}, then one row after each sibling
         rows = {token: len(draft.ids) + 1 + i for i, token in enumerate(siblings)}
         if draft.ids:

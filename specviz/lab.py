@@ -329,8 +329,7 @@ def measured_point(trace: Trace, label: str = "") -> MeasuredPoint | None:
     if s.rounds == 0 or s.drafted == 0:
         return None
     g = s.drafted / s.rounds
-    chain_accepted = s.accepted - sum(r.kept_alternative is not None for r in trace.rounds)
-    a = theory.acceptance_from_mean_accepted(chain_accepted / s.rounds, g)
+    a = theory.acceptance_from_mean_accepted(sum(r.chain_accepted for r in trace.rounds) / s.rounds, g)
     c = measured = predicted = None
     if trace.baseline:
         t_target = sum(e.seconds for e in trace.baseline) / len(trace.baseline)

@@ -78,6 +78,11 @@ class RoundEvent:
     def kept_alternative(self) -> DraftedToken | None:
         return next((a for a in self.alternatives if a.verdict == "accepted"), None)
 
+    @property
+    def chain_accepted(self) -> int:
+        """Drafted tokens accepted in their own place (n_accepted without a kept alternative)."""
+        return self.n_accepted - (self.kept_alternative is not None)
+
 
 @dataclass(frozen=True)
 class TokenEvent:

@@ -782,8 +782,7 @@ def explain_round(event: RoundEvent, greedy: bool) -> str:
             else:
                 why = (f"p = {fmt_prob(d.p)} and q = {fmt_prob(d.q)}, so min(1, p/q) = {fmt_prob(d.ratio)}, "
                        f"and the draw u = {fmt_prob(d.u)} was larger")
-            accepted = event.n_accepted - (kept is not None)
-            parts.append(f"It accepted **{accepted}**, then rejected `{visible(d.text)}` at position {j + 1}: {why}.")
+            parts.append(f"It accepted **{event.chain_accepted}**, then rejected `{visible(d.text)}` at position {j + 1}: {why}.")
             if j + 1 < n:
                 parts.append(f"The {n - j - 1} token{'s' if n - j - 1 != 1 else ''} after it are thrown away unchecked.")
             if event.alternatives and j == n - 1:
