@@ -20,6 +20,10 @@ forward passes as transformers' generate does (SpecConfig.fuse_prompt; --no-fuse
 separate pass). End-to-end rates (prompt included) are in the JSON too. Clocks are read after
 synchronising the device.
 
+Noise. The table's ratios are of summed rates. Because a shared machine drifts, each summary also pairs
+the methods prompt by prompt ("paired": the geometric mean of ours' per-prompt rate ratios and its 95%
+interval, Student t on the logs): a goal like "1.10x transformers" is met when the interval clears it.
+
 Theory (Leviathan et al. 2023), per category from the speculative runs:
   a  = accepted / checked, the maximum-likelihood acceptance rate of the i.i.d. model (a drafted
        token after the first rejection is never checked, so accepted / drafted would understate it)
@@ -38,9 +42,11 @@ import copy
 import datetime as _dt
 import gc
 import json
+import math
 import os
 import platform
 import resource
+import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -406,6 +412,38 @@ def representative(runs: list[Run], prompt_pass: dict[tuple[str, int, int], floa
     return [r for r in runs if best[(r.category, r.prompt_index, r.method)] is r]
 
 
+# Student's t, two-sided 95%, for 1..30 degrees of freedom (beyond: the normal 1.96)
+_T975 = (12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23, 2.20, 2.18, 2.16, 2.14, 2.13, 2.12, 2.11,
+         2.10, 2.09, 2.09, 2.08, 2.07, 2.07, 2.06, 2.06, 2.06, 2.05, 2.05, 2.05, 2.04)
+
+
+def paired_ratio(runs: list[Run], prompt_pass: dict[tuple[str, int, int], float], method: str,
+                 other: str) -> dict[str, float | int | None] | None:
+    """method's decode rate over other's, prompt by prompt: the geometric mean over prompts, with a 95% interval.
+
+    Both methods ran each prompt back to back, so the machine's slow drifts (another job, the page cache)
+    mostly cancel in a prompt's ratio, and the spread of the ratios across prompts says how far the mean can
+    be trusted: log ratios l_i, mean m, interval exp(m -+ t_(n-1) s / sqrt(n)). The table's ratio of summed
+    rates weighs long prompts more; this one weighs every prompt alike. Several repeats of a prompt: the mean
+    of their log rates.
+    """
+    logs: dict[tuple[str, int], dict[str, list[float]]] = {}
+    for r in runs:
+        if r.method in (method, other) and r.new_tokens > 0:
+            decode = max(r.seconds - prompt_pass[(r.category, r.prompt_index, r.repeat)], 1e-9)
+            logs.setdefault((r.category, r.prompt_index), {}).setdefault(r.method, []).append(math.log(r.new_tokens / decode))
+    ratios = [statistics.fmean(m[method]) - statistics.fmean(m[other]) for m in logs.values() if method in m and other in m]
+    if not ratios:
+        return None
+    mean = statistics.fmean(ratios)
+    if len(ratios) < 2:
+        return {"geo_mean": math.exp(mean), "low": None, "high": None, "prompts": 1}
+    t = _T975[len(ratios) - 2] if len(ratios) - 1 <= len(_T975) else 1.96
+    half = t * statistics.stdev(ratios) / math.sqrt(len(ratios))
+    return {"geo_mean": math.exp(mean), "low": math.exp(mean - half), "high": math.exp(mean + half),
+            "prompts": len(ratios)}
+
+
 def summarize(runs: list[Run], prompt_pass: dict[tuple[str, int, int], float], curve: dict | None,
               methods: Sequence[str], greedy: bool, aggregate: str = "min") -> dict[str, Any]:
     """Rates, speed-ups, ratios to transformers, acceptance and the theory for one group of runs."""
@@ -433,7 +471,9 @@ def summarize(runs: list[Run], prompt_pass: dict[tuple[str, int, int], float], c
                e2e_speedup={m: _ratio(v, e2e.get("baseline")) for m, v in e2e.items()},
                ratio_to_hf={"hf_assisted": _ratio(tps.get("speculative"), tps.get("hf_assisted")),
                             "hf_matched": _ratio(tps.get("speculative"), tps.get("hf_matched"))},
-               memory=memory)
+               memory=memory,
+               paired={m: paired_ratio(runs, prompt_pass, "speculative", m)
+                       for m in ("baseline", "hf_assisted", "hf_matched") if m in tps and "speculative" in tps})
     spec = [r for r in runs if r.method == "speculative"]
     if spec:
         out.update(_theory(spec, curve, out["speedup"].get("speculative")))
@@ -599,6 +639,16 @@ def _run_json(r: Run, prompts: dict[str, list[str]], prompt_pass) -> dict[str, A
 
 # ---------------------------------------------------------------- the table
 
+def _paired_line(paired: dict[str, dict | None], short: dict[str, str]) -> str:
+    parts = [f"{'over' if m == 'baseline' else 'to'} {short[m]} {v['geo_mean']:.2f}"
+             + (f" [{v['low']:.2f}, {v['high']:.2f}]" if v["low"] is not None else "")
+             for m, v in paired.items() if v is not None]
+    if not parts:
+        return "ours prompt by prompt: -"
+    n = max(v["prompts"] for v in paired.values() if v is not None)
+    return (f"ours prompt by prompt (geometric mean of the {n} prompts' ratios, 95% interval): " + ", ".join(parts))
+
+
 def _f(value: float | None, spec: str = ".2f", suffix: str = "") -> str:
     return "-" if value is None else f"{value:{spec}}{suffix}"
 
@@ -644,6 +694,7 @@ def format_table(doc: dict[str, Any]) -> str:
         "prompt-lookup guesses scored in one draft forward; transformers drafts one token per forward); "
         "c = draft step / target step; pred = E(a,g) t_target / (g t_draft + t_verify(g)) from the measured curve; "
         "eff = measured ours x / pred.",
+        _paired_line(o.get("paired") or {}, short),
         f"end-to-end (prompt pass included) speed-up: " + ", ".join(
             f"{short[m]} {_f(v, suffix='x')}" for m, v in o["e2e_speedup"].items() if m != "baseline"),
         f"bookkeeping for the trace: {_f(100 * o['bookkeeping_share'] if 'bookkeeping_share' in o else None, '.2f')}% "

@@ -1,11 +1,12 @@
 """The benchmark on the tiny pair: the JSON's structure, identical greedy texts, the theory's numbers."""
 import argparse
 import json
+import math
 
 import pytest
 
-from specviz.bench import (BenchSettings, PeakMemory, add_arguments, curve_time, format_curve, format_table,
-                           load_prompts, run_benchmark)
+from specviz.bench import (BenchSettings, PeakMemory, Run, add_arguments, curve_time, format_curve, format_table,
+                           load_prompts, paired_ratio, run_benchmark)
 from specviz.config import ConfigError, SpecConfig
 from specviz.tiny import tiny_pair
 from specviz.theory import expected_tokens
@@ -46,6 +47,9 @@ def test_json_structure(greedy_doc):
         for method in methods:
             assert summary["memory"][method]["peak_rss_bytes"] > 0
     assert doc["overall"]["prompts"] == 3
+    paired = doc["overall"]["paired"]["hf_matched"]   # every prompt gives a ratio; all runs have 12 tokens
+    assert paired["prompts"] == 3 and paired["low"] <= paired["geo_mean"] <= paired["high"]
+    assert set(doc["overall"]["paired"]) == {"baseline", "hf_assisted", "hf_matched"}
     assert len(doc["runs"]) == 3 * len(methods)
     assert all(r["new_tokens"] == 12 for r in doc["runs"])
     curve = doc["verify_curve"]
@@ -98,7 +102,32 @@ def test_table_and_curve_print(greedy_doc):
     assert lines[0].split()[:2] == ["category", "n"]
     assert any(line.startswith("code") for line in lines) and any(line.startswith("overall") for line in lines)
     assert "yes" in next(line for line in lines if line.startswith("overall"))
+    paired = next(line for line in lines if line.startswith("ours prompt by prompt"))
+    assert "of the 3 prompts' ratios" in paired and "to hf=" in paired and "over base" in paired
     assert "x one token" in format_curve(greedy_doc["verify_curve"])
+
+
+def test_paired_ratio_is_a_geometric_mean_with_a_t_interval():
+    def runs_for(ratios, prompt_pass=0.5, tokens=10, other_rate=5.0):
+        runs, passes = [], {}
+        for i, k in enumerate(ratios):
+            passes[("code", i, 0)] = prompt_pass
+            runs.append(Run("hf_matched", "code", i, 0, [], tokens, prompt_pass + tokens / other_rate, None, {}))
+            runs.append(Run("speculative", "code", i, 0, [], tokens, prompt_pass + tokens / (other_rate * k), None, {}))
+        return runs, passes
+    ratios = [1.0, 1.2, 1.1, 1.3]
+    result = paired_ratio(*runs_for(ratios), "speculative", "hf_matched")
+    logs = [math.log(k) for k in ratios]
+    mean, sd = sum(logs) / 4, (sum((x - sum(logs) / 4) ** 2 for x in logs) / 3) ** 0.5
+    assert result["prompts"] == 4
+    assert result["geo_mean"] == pytest.approx(math.exp(mean))            # rates after the prompt pass
+    assert result["high"] == pytest.approx(math.exp(mean + 3.18 * sd / 2))  # t for 3 degrees of freedom
+    assert result["low"] == pytest.approx(math.exp(mean - 3.18 * sd / 2))
+    same = paired_ratio(*runs_for([1.25] * 5), "speculative", "hf_matched")
+    assert same["low"] == pytest.approx(1.25) and same["high"] == pytest.approx(1.25)
+    single = paired_ratio(*runs_for([2.0]), "speculative", "hf_matched")
+    assert single["geo_mean"] == pytest.approx(2.0) and single["low"] is None
+    assert paired_ratio(*runs_for([2.0]), "speculative", "baseline") is None
 
 
 def test_sampling_has_no_identity_flag(pair):
