@@ -394,6 +394,11 @@ def _rate(tokens: int, seconds: float) -> float | None:
     return tokens / seconds if seconds > 0 else None
 
 
+def decode_seconds(r: Run, prompt_pass: dict[tuple[str, int, int], float]) -> float:
+    """A run's wall time after the target's prompt pass (the time speculative decoding can speed up); > 0."""
+    return max(r.seconds - prompt_pass[(r.category, r.prompt_index, r.repeat)], 1e-9)
+
+
 def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
@@ -430,8 +435,8 @@ def paired_ratio(runs: list[Run], prompt_pass: dict[tuple[str, int, int], float]
     logs: dict[tuple[str, int], dict[str, list[float]]] = {}
     for r in runs:
         if r.method in (method, other) and r.new_tokens > 0:
-            decode = max(r.seconds - prompt_pass[(r.category, r.prompt_index, r.repeat)], 1e-9)
-            logs.setdefault((r.category, r.prompt_index), {}).setdefault(r.method, []).append(math.log(r.new_tokens / decode))
+            rate = r.new_tokens / decode_seconds(r, prompt_pass)
+            logs.setdefault((r.category, r.prompt_index), {}).setdefault(r.method, []).append(math.log(rate))
     ratios = [statistics.fmean(m[method]) - statistics.fmean(m[other]) for m in logs.values() if method in m and other in m]
     if not ratios:
         return None
@@ -458,7 +463,7 @@ def summarize(runs: list[Run], prompt_pass: dict[tuple[str, int, int], float], c
             continue
         n = sum(r.new_tokens for r in mine)
         wall = sum(r.seconds for r in mine)
-        decode = sum(max(r.seconds - prompt_pass[(r.category, r.prompt_index, r.repeat)], 1e-9) for r in mine)
+        decode = sum(decode_seconds(r, prompt_pass) for r in mine)
         tokens[method] = n
         tps[method] = _rate(n, decode)
         e2e[method] = _rate(n, wall)
@@ -599,7 +604,7 @@ def run_benchmark(pair, prompts: dict[str, list[str]], settings: BenchSettings, 
                 runs.extend(mine[m] for m in methods)
                 done += 1
                 base = mine["baseline"]
-                parts = [f"{m} {mine[m].new_tokens / max(mine[m].seconds - prompt_pass[(category, index, repeat)], 1e-9):.2f}"
+                parts = [f"{m} {mine[m].new_tokens / decode_seconds(mine[m], prompt_pass):.2f}"
                          for m in methods]
                 log(f"[{done}/{total}] {category} #{index + 1} ({len(ids)} prompt tokens, {base.new_tokens} new): "
                     f"tok/s " + ", ".join(parts))
@@ -632,7 +637,7 @@ def _run_json(r: Run, prompts: dict[str, list[str]], prompt_pass) -> dict[str, A
     return {"method": r.method, "category": r.category, "prompt_index": r.prompt_index,
             "prompt": prompts[r.category][r.prompt_index], "repeat": r.repeat, "new_tokens": r.new_tokens,
             "seconds": r.seconds, "prompt_pass_seconds": p,
-            "tokens_per_second": _rate(r.new_tokens, max(r.seconds - p, 1e-9)),
+            "tokens_per_second": _rate(r.new_tokens, decode_seconds(r, prompt_pass)),
             "e2e_tokens_per_second": _rate(r.new_tokens, r.seconds),
             "token_ids": r.token_ids, **r.memory, "stats": r.stats}
 
