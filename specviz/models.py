@@ -401,6 +401,7 @@ def load_pair(spec: PairSpec, progress: Progress | None = None) -> ModelPair:
     target = resolve_source(spec.target, "target")
     draft = resolve_source(spec.draft, "draft") if spec.draft is not None else None
     (target, draft), report = prepare_builtin_sources((target, draft), progress)
+    prefetch_weights([s for s in (draft, target) if s is not None])   # the order they are first read in full
 
     report("reading configs and tokenizers", 0.02)
     configs = {s.role: load_config(s, allow_code) for s in (target, draft)
@@ -438,6 +439,40 @@ def load_pair(spec: PairSpec, progress: Progress | None = None) -> ModelPair:
              "dtype": str(dtype).removeprefix("torch."), "draft_quantized": "int8" if quantize else "no",
              "target_kernels": "oneDNN prepacked" if prepacked else "default"}
     return ModelPair(target_model, draft_model, tokenizer, device, dtype, spec, names)
+
+
+def prefetch_weights(sources: list[Source], chunk: int = 16 << 20) -> threading.Thread | None:
+    """Read the sources' local safetensors files once, front to back, in a background thread.
+
+    from_pretrained memory-maps them, so their pages are first read when quantizing the draft and packing
+    the target touch them: after the page cache was emptied, in small scattered reads at about 0.4 GB/s
+    here (29-33 s to load the built-in pair's 9.6 GB). One sequential pass reads at about 1 GB/s while
+    configs and tokenizers load, and leaves the pages in the page cache for the mapping to find.
+    """
+    files = [f for s in sources if s.kind in ("builtin", "dir") for f in sorted(Path(s.path).glob("*.safetensors"))]
+    if not files or sum(f.stat().st_size for f in files) > physical_memory() // 2:
+        return None     # nothing local, or more than the page cache could keep until it is used
+
+    def read_all() -> None:
+        buffer = bytearray(chunk)
+        for file in files:
+            try:
+                with open(file, "rb", buffering=0) as handle:
+                    while handle.readinto(buffer):
+                        pass
+            except OSError:     # only a warm-up: from_pretrained reports a missing or unreadable file itself
+                return
+
+    thread = threading.Thread(target=read_all, name="specviz-prefetch", daemon=True)
+    thread.start()
+    return thread
+
+
+def physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):    # not on this platform: assume a small machine
+        return 8 << 30
 
 
 def pair_tokenizer(target: Source, draft: Source | None, configs: dict[str, Any], allow_code: bool) -> Any:

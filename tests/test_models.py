@@ -67,6 +67,30 @@ def test_local_pair_loads_with_names_quantized_draft_and_pad_token(tmp_path):
     assert pair.draft(ids).logits.shape == (1, 3, len(LETTERS) + 2)
 
 
+def test_weights_are_prefetched_in_order_once_only_when_local_and_small_enough(tmp_path, monkeypatch):
+    from specviz import models
+
+    target = resolve_source(str(save_tiny(tmp_path / "target", LETTERS)), "target")
+    draft = resolve_source(str(save_tiny(tmp_path / "draft", LETTERS)), "draft")
+    opened: list[str] = []
+    real_open = open
+
+    def spy(file, *args, **kwargs):
+        opened.append(Path(file).parent.name)
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(models, "open", spy, raising=False)
+    thread = models.prefetch_weights([draft, target])
+    assert thread is not None
+    thread.join(timeout=30)
+    assert opened == ["draft", "target"]        # every safetensors file, in the order given, read once
+
+    hub = models.Source("target", "org/model", "hub", "org/model", "org/model")
+    assert models.prefetch_weights([hub]) is None                   # nothing local to read
+    monkeypatch.setattr(models, "physical_memory", lambda: 1024)
+    assert models.prefetch_weights([draft, target]) is None         # would not stay in the page cache
+
+
 def test_quantization_can_be_turned_off_and_no_draft_needs_only_the_target(tmp_path):
     target = save_tiny(tmp_path / "target", LETTERS)
     unquantized = load_pair(PairSpec(target=str(target), draft=str(target), device="cpu", quantize_draft=False))
