@@ -6,7 +6,10 @@ the built-in pair when it has been prepared (python -m specviz prepare).
 from __future__ import annotations
 
 import hashlib
+import os
+import re
 import string
+import sys
 from pathlib import Path
 
 import pytest
@@ -80,15 +83,32 @@ def test_weights_are_prefetched_in_order_once_only_when_local_and_small_enough(t
         return real_open(file, *args, **kwargs)
 
     monkeypatch.setattr(models, "open", spy, raising=False)
-    thread = models.prefetch_weights([draft, target])
-    assert thread is not None
-    thread.join(timeout=30)
-    assert opened == ["draft", "target"]        # every safetensors file, in the order given, read once
+    for madvise in (True, False):       # MADV_POPULATE_READ, and plain reads where the kernel has none
+        opened.clear()
+        if not madvise:
+            monkeypatch.setattr(models, "_madvise_populate", lambda fd, size, piece: False)
+        thread = models.prefetch_weights([draft, target], piece=1024)   # pieces smaller than the files
+        assert thread is not None
+        thread.join(timeout=30)
+        assert opened == ["draft", "target"]        # each safetensors file once, in the order given
 
     hub = models.Source("target", "org/model", "hub", "org/model", "org/model")
     assert models.prefetch_weights([hub]) is None                   # nothing local to read
     monkeypatch.setattr(models, "physical_memory", lambda: 1024)
     assert models.prefetch_weights([draft, target]) is None         # would not stay in the page cache
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or
+                    tuple(int(n) for n in re.findall(r"\d+", os.uname().release)[:2]) < (5, 14),
+                    reason="MADV_POPULATE_READ is Linux 5.14+")
+def test_madvise_populate_reads_a_file_in_pieces(tmp_path):
+    from specviz.models import _madvise_populate
+
+    data = tmp_path / "weights.bin"
+    data.write_bytes(bytes(range(256)) * 4096)      # 1 MiB
+    with open(data, "rb") as handle:
+        assert _madvise_populate(handle.fileno(), data.stat().st_size, piece=64 << 10)
+        assert handle.read() == bytes(range(256)) * 4096
 
 
 def test_quantization_can_be_turned_off_and_no_draft_needs_only_the_target(tmp_path):
