@@ -460,7 +460,7 @@ def prefetch_weights(sources: list[Source], piece: int = 64 << 20) -> threading.
     the target touch them, in small scattered reads: after the page cache was emptied, the built-in pair's
     9.6 GB came at about 0.4 GB/s here and loading took 29-33 s. madvise(MADV_POPULATE_READ) over large
     pieces reads them front to back at about 2 GB/s with next to no CPU (plain reads: 1.3 GB/s and a core
-    busy copying), and the load takes 17-19 s. Files come in the order given: the order they are used in.
+    busy copying), and the load takes 16-24 s. Files come in the order given: the order they are used in.
     """
     files = [f for s in sources if s.kind in ("builtin", "dir") for f in sorted(Path(s.path).glob("*.safetensors"))]
     if not files or sum(f.stat().st_size for f in files) > physical_memory() // 2:
