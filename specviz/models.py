@@ -413,8 +413,8 @@ def load_pair(spec: PairSpec, progress: Progress | None = None) -> ModelPair:
 
     shard = "target" in configs and shard_target(spec.device, device, configs["target"], dtype, allow_code)
     draft_model = None
-    if draft is not None and not shard:     # first: its weights are read first, and quantizing it overlaps the
-        report(f"loading the draft {draft.label}", 0.3)  # reading of the target's (1.5-2 s less after a cold start)
+    if draft is not None and not shard:     # first: the prefetch reads its weights first, and quantizing it can
+        report(f"loading the draft {draft.label}", 0.3)  # overlap the reading of the target's
         draft_model = load_draft(draft, configs.get("draft"), device, dtype, allow_code, quantize, tokenizer, report)
     report(f"loading the target {target.label}", 0.45)
     target_model = load_model(target, configs.get("target"), device, dtype, allow_code, shard)
@@ -444,6 +444,7 @@ def load_pair(spec: PairSpec, progress: Progress | None = None) -> ModelPair:
 
 def load_draft(draft: Source, config: Any | None, device: torch.device, dtype: torch.dtype, allow_code: bool,
                quantize: bool, tokenizer: Any, report: Progress) -> Any:
+    """The draft q, checked against the pair's tokenizer, and its Linear layers quantized to int8 if asked."""
     model = load_model(draft, config, device, dtype, allow_code, shard=False)
     check_width(model.config, tokenizer, draft)
     set_pad_token(model, tokenizer)
