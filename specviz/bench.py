@@ -56,8 +56,11 @@ from typing import Any
 
 import torch
 
+from .cli_args import pair_spec
 from .config import ConfigError, SpecConfig
 from .engine import autoregressive_generate, run_to_end, speculative_generate, synchronize
+from .progress import ConsoleProgress
+from .prompts import DEFAULT_PROMPTS, ROOT, load_prompts  # noqa: F401 - re-exported for the CLI and scripts
 from .theory import curve_time, expected_tokens
 
 BENCH_FORMAT = "specviz-bench"
@@ -65,8 +68,6 @@ BENCH_VERSION = 1
 CURVE_FORMAT = "specviz-verify-curve"
 CURVE_VERSION = 1
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_PROMPTS = ROOT / "assets" / "prompts.json"
 CATEGORIES = ("code", "prose", "translation", "repetition", "math")
 METHODS = ("baseline", "speculative", "hf_assisted", "hf_matched", "hf_plain")
 DEFAULT_METHODS = ("baseline", "speculative", "hf_assisted", "hf_matched")
@@ -82,33 +83,6 @@ Log = Callable[[str], None]
 
 def _quiet(_: str) -> None:
     pass
-
-
-# ---------------------------------------------------------------- prompts
-
-def load_prompts(path: str | Path = DEFAULT_PROMPTS, categories: Sequence[str] | None = None,
-                 per_category: int | None = None) -> dict[str, list[str]]:
-    """{"category": [prompt, ...]} from a JSON file, restricted to categories (in that order)."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FileNotFoundError(f"no prompt file at {path}") from None
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read the prompts in {path}: {exc}") from None
-    if not isinstance(data, dict) or not all(isinstance(v, list) and all(isinstance(p, str) for p in v)
-                                             for v in data.values()):
-        raise ConfigError(f"{path} must hold {{\"category\": [\"prompt\", ...]}}")
-    wanted = list(categories) if categories else list(data)
-    unknown = [c for c in wanted if c not in data]
-    if unknown:
-        raise ConfigError(f"unknown categor{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)}; "
-                          f"{path.name} has {', '.join(data)}")
-    chosen = {c: [p for p in data[c] if p.strip()][:per_category] if per_category else
-              [p for p in data[c] if p.strip()] for c in wanted}
-    if not any(chosen.values()):
-        raise ConfigError("no prompts selected")
-    return {c: ps for c, ps in chosen.items() if ps}
 
 
 # ---------------------------------------------------------------- memory
@@ -819,7 +793,6 @@ def _config_from(args: argparse.Namespace) -> SpecConfig:
 
 
 def main(args: argparse.Namespace) -> int:
-    from .__main__ import pair_spec, progress_bar
     from .models import load_pair
 
     config = _config_from(args)
@@ -834,7 +807,7 @@ def main(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     spec = replace(pair_spec(args), prepack_target=not args.no_prepack)   # load_pair prepacks by default
-    pair = load_pair(spec, progress=progress_bar)
+    pair = load_pair(spec, progress=ConsoleProgress())
     load_seconds = time.perf_counter() - started
     prepacked = is_prepacked(pair.target)
     if args.compile:

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .models import ModelLoadError, Progress
+from .errors import ModelLoadError
+from .progress import Progress, monotone, relay_tqdm, scaled
 
 CHUNK = 8 << 20
 MARKER = "specviz-builtin.json"   # written last, inside the converted dir: its presence means "done"
@@ -251,59 +252,6 @@ def convert(gguf: Path, out: Path, model: BuiltinModel, progress: Progress | Non
     gc.collect()
 
 
-@contextlib.contextmanager
-def relay_tqdm(report: Callable[[float], None]) -> Iterator[None]:
-    """Send transformers' progress bars to our callback instead of the console (GGUF conversion, loading).
-
-    Two bars exist: the GGUF dequantizing loop uses tqdm directly (module global, swapped here), the
-    generic loading loops go through transformers' tqdm hook. Either may be absent in other versions.
-    """
-    from transformers import modeling_gguf_pytorch_utils as gguf_utils
-    from transformers.utils import logging as hf_logging
-
-    relay = lambda *args, **kwargs: _Relay(report, *args, **kwargs)
-    set_hook = getattr(hf_logging, "set_tqdm_hook", None)
-    previous_hook = set_hook(lambda factory, args, kwargs: relay(*args, **kwargs)) if set_hook else None
-    previous_tqdm = getattr(gguf_utils, "tqdm", None)
-    if previous_tqdm is not None:
-        gguf_utils.tqdm = relay
-    try:
-        yield
-    finally:
-        if set_hook:
-            set_hook(previous_hook)
-        if previous_tqdm is not None:
-            gguf_utils.tqdm = previous_tqdm
-
-
-class _Relay:
-    """Just enough of tqdm's interface for transformers' loading loops."""
-
-    def __init__(self, report: Callable[[float], None], iterable: Any = None, *args: Any,
-                 total: int | None = None, **kwargs: Any):
-        self.report, self.iterable, self.n = report, iterable, 0
-        self.total = total if total is not None else (len(iterable) if hasattr(iterable, "__len__") else None)
-
-    def __iter__(self) -> Iterator[Any]:
-        for item in self.iterable:
-            yield item
-            self.update(1)
-
-    def update(self, n: int = 1) -> None:
-        self.n += n
-        if self.total:
-            self.report(min(self.n / self.total, 1.0))
-
-    def __enter__(self) -> _Relay:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def __getattr__(self, name: str) -> Any:
-        return lambda *args, **kwargs: None
-
-
 # ---------------------------------------------------------------- prepare (once, atomically)
 
 def prepare_model(model: BuiltinModel, root: Path | None = None, progress: Progress | None = None) -> Path:
@@ -316,7 +264,7 @@ def prepare_model(model: BuiltinModel, root: Path | None = None, progress: Progr
     final = converted_dir(model, root)
     if is_converted(model, root):
         return final
-    progress = _monotone(progress)
+    progress = monotone(progress)
     root.mkdir(parents=True, exist_ok=True)
     with _lock(root / f".{model.slug}.lock"):
         if is_converted(model, root):          # another process finished it while we waited
@@ -362,7 +310,7 @@ def prepare_models(models: Sequence[BuiltinModel], progress: Progress | None = N
     dirs, start = [], 0.0
     for model in models:
         width = todo[model.role] / total
-        dirs.append(prepare_model(model, root, None if progress is None else _scaled(progress, start, width)))
+        dirs.append(prepare_model(model, root, None if progress is None else scaled(progress, start, width)))
         start += width
     _report(progress, "Built-in models ready", 1.0)
     return dirs
@@ -407,22 +355,6 @@ def _lock(path: Path) -> Iterator[None]:
 
 
 # ---------------------------------------------------------------- progress plumbing
-
-def _monotone(progress: Progress | None) -> Progress | None:
-    """Never move the bar backwards (transformers runs more than one bar inside a stage)."""
-    if progress is None:
-        return None
-    best = [0.0]
-
-    def report(message: str, fraction: float) -> None:
-        best[0] = max(best[0], fraction)
-        progress(message, best[0])
-    return report
-
-
-def _scaled(progress: Progress, start: float, width: float) -> Progress:
-    return lambda message, fraction: progress(message, start + width * fraction)
-
 
 def _stage(progress: Progress | None, model: BuiltinModel, stage: str, fraction: float, message: str) -> None:
     lo, hi = STAGES[stage]

@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Literal
 
+from .errors import UserError
+
 Schedule = Literal["constant", "adaptive", "auto"]
 DrafterName = Literal["model", "ngram"]
 
@@ -12,7 +14,7 @@ GAMMA_LIMIT = 32
 MAX_ALTERNATIVES = 8
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A setting a user can get wrong; the message says which and what is allowed."""
 
 

@@ -32,12 +32,13 @@ import torch
 
 from .config import SpecConfig
 from .drafters import Draft, Drafter, ModelDrafter, NgramDrafter
+from .errors import UserError
 from .kvcache import CachedModel
 from .sampling import acceptance_ratio, build_warpers, probabilities, residual, sample
 from .trace import DraftedToken, Event, FinishReason, RoundEvent, RunSummary, TokenEvent, TokenProb
 
 
-class EngineError(RuntimeError):
+class EngineError(UserError, RuntimeError):
     """A run that cannot start with this pair and these settings."""
 
 

@@ -15,20 +15,13 @@ from typing import Any, Literal
 
 import torch
 
-from .config import ConfigError
-from .engine import EngineError
-from .lossless import LosslessError
-from .models import ModelLoadError
-from .runs import Cancelled, PromptError
-from .trace import TraceError
+from .errors import UserError
+from .runs import Cancelled
 
 log = logging.getLogger(__name__)
 
 JobState = Literal["starting", "waiting", "running", "done", "cancelled", "failed"]
 
-# Errors a user can cause: their message is the whole explanation.
-USER_ERRORS: tuple[type[Exception], ...] = (PromptError, ConfigError, EngineError, ModelLoadError, TraceError,
-                                            LosslessError)
 
 OOM_ADVICE = ("the GPU ran out of memory. The memory was released; pick a smaller model pair in the sidebar "
               "(or the built-in pair on CPU), or lower max new tokens, and run again.")
@@ -48,7 +41,7 @@ def release_device_memory() -> None:
 
 def describe_error(exc: BaseException) -> str:
     """One line a user can act on; unexpected errors are logged with their traceback, never shown."""
-    if isinstance(exc, USER_ERRORS):
+    if isinstance(exc, UserError):
         return str(exc)
     if is_out_of_memory(exc):
         release_device_memory()

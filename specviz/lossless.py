@@ -15,13 +15,14 @@ import torch
 
 from .config import SpecConfig
 from .engine import vocab_width
+from .errors import UserError
 from .runs import encode, exclusive
 from .sampling import build_warpers, probabilities, residual, speculative_samples
 
 SHOWN_TOKENS = 12      # bars on the chart: the most likely tokens under p or q, the rest pooled as "other"
 
 
-class LosslessError(ValueError):
+class LosslessError(UserError, ValueError):
     """Settings under which the experiment says nothing (greedy decoding, no draft model)."""
 
 

@@ -19,17 +19,15 @@ from typing import Any, Callable
 
 import torch
 
+from . import builtin
+from .errors import ModelLoadError
 from .fastpath import prepack_linears, replace_in_threads
+from .progress import Progress, relay_tqdm, scaled
 
 BUILTIN = "builtin"
 TRUST_REMOTE_CODE_ENV = "SPECVIZ_TRUST_REMOTE_CODE"   # "1" is an explicit opt-in, like PairSpec.trust_remote_code
 GPU_HEADROOM = 0.85                                  # share of one GPU's free memory the target may fill
 
-Progress = Callable[[str, float], None]  # (message, fraction done in [0, 1])
-
-
-class ModelLoadError(RuntimeError):
-    """A pair that cannot be loaded; the message says what to do about it."""
 
 
 @dataclass(frozen=True)
@@ -105,7 +103,6 @@ def resolve_source(given: str, role: str) -> Source:
     runs after every cheap check of the other source).
     """
     if given == BUILTIN:
-        from . import builtin
         name = (builtin.TARGET if role == "target" else builtin.DRAFT).name
         return Source(role, given, "builtin", "", name)
     path = Path(given).expanduser()
@@ -304,7 +301,6 @@ def load_model(source: Source, config: Any | None, device: torch.device, dtype: 
     """from_pretrained straight onto the device (no CPU copy first); sharded by accelerate if asked."""
     from transformers import AutoModelForCausalLM, GgufConfig
 
-    from .builtin import relay_tqdm
 
     kwargs: dict[str, Any] = {"dtype": dtype, "trust_remote_code": allow_code, **source.file_kwargs()}
     if source.gguf_file:    # a dense model, as for the built-in pair (kernels could keep GGUF blocks otherwise)
@@ -532,7 +528,6 @@ def prepare_builtin_sources(sources: tuple[Source, Source | None], progress: Pro
     Returns the sources and the callback for the rest of the loading: a conversion takes the first
     90% of the caller's bar.
     """
-    from . import builtin
 
     models = {"target": builtin.TARGET, "draft": builtin.DRAFT}
     wanted = [s for s in sources if s is not None and s.kind == "builtin"]
@@ -541,10 +536,3 @@ def prepare_builtin_sources(sources: tuple[Source, Source | None], progress: Pro
     paths = {s.role: str(d) for s, d in zip(wanted, dirs)}
     resolved = tuple(replace(s, path=paths[s.role]) if s is not None and s.role in paths else s for s in sources)
     return (resolved[0], resolved[1]), scaled(progress, split, 1.0 - split)
-
-
-def scaled(progress: Progress | None, start: float, width: float) -> Progress:
-    """A callback over [0, 1] that reports into [start, start + width] of the caller's bar (or nowhere)."""
-    if progress is None:
-        return lambda message, fraction: None
-    return lambda message, fraction: progress(message, start + width * fraction)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from .config import SpecConfig
+from .errors import UserError
 from .engine import autoregressive_generate, run_to_end, speculative_generate
 from .trace import Event, RoundEvent, RunSummary, TokenEvent, Trace
 
@@ -17,7 +18,7 @@ MAX_PROMPT_CHARS = 8000
 MAX_PROMPT_TOKENS = 2048
 
 
-class PromptError(ValueError):
+class PromptError(UserError, ValueError):
     """An empty or over-long prompt."""
 
 

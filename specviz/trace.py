@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import IO, Any, Literal, Union
 
 from .config import SpecConfig
+from .errors import UserError
 
 TRACE_FORMAT = "specviz-trace"
 TRACE_VERSION = 1
@@ -21,7 +22,12 @@ FinishReason = Literal["eos", "length", "cancelled"]
 Method = Literal["speculative", "autoregressive"]
 
 
-class TraceError(ValueError):
+def decode_rate(tokens: int, seconds: float) -> float:
+    """New tokens per second after the prompt pass (the same for both methods, so it is left out); 0 for no time."""
+    return tokens / seconds if seconds > 0 and tokens else 0.0
+
+
+class TraceError(UserError, ValueError):
     """A trace file that is not ours, is from an unknown version, or is damaged."""
 
 

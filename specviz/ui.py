@@ -19,7 +19,7 @@ from typing import Any
 
 import streamlit as st
 
-from . import charts, lab, theory
+from . import charts, lab, prompts, theory
 from .charts import visible
 from .config import GAMMA_LIMIT, MAX_NEW_TOKENS_LIMIT, ConfigError, SpecConfig
 from .jobs import Job, PairLoader, start_job
@@ -114,11 +114,10 @@ def inject_css() -> None:
 
 @st.cache_data(show_spinner=False)
 def load_prompts() -> dict[str, list[str]]:
-    """assets/prompts.json: {"category": [prompt, ...]}."""
+    """assets/prompts.json: {"category": [prompt, ...]}, through the loader the bench uses."""
     try:
-        data = json.loads(PROMPTS_FILE.read_text(encoding="utf-8"))
-        return {str(k): [str(p) for p in v] for k, v in data.items() if isinstance(v, list) and v}
-    except (OSError, ValueError) as exc:
+        return prompts.load_prompts(PROMPTS_FILE)
+    except (OSError, ConfigError) as exc:
         log.warning("could not read %s: %s", PROMPTS_FILE, exc)
         return {"code": ["Write a Python function that reverses a string."]}
 

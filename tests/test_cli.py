@@ -30,9 +30,12 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
 def test_bad_input_is_one_line_and_exit_2(args, message):
     result = run_cli("generate", *args)
     assert result.returncode == 2, result.stderr
+    # Progress lines (one per loading stage, no carriage returns) may come first; the error is one line, last.
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert message in lines[0] and "Traceback" not in result.stderr
+    errors = [line for line in lines if line.startswith("specviz: error:")]
+    assert errors == lines[-1:], result.stderr
+    assert all(line.startswith("[") for line in lines[:-1]) and "\r" not in result.stderr, result.stderr
+    assert message in lines[-1] and "Traceback" not in result.stderr
     assert result.stdout == ""
 
 
@@ -44,3 +47,19 @@ def test_missing_subcommand():
 def test_in_process_main_returns_2(capsys):
     assert main(["generate", "--prompt", "x", "--top-k", "-3"]) == 2
     assert "top-k must be >= 0" in capsys.readouterr().err
+
+
+def test_console_progress_writes_one_line_per_stage_in_a_log():
+    import io
+
+    from specviz.progress import ConsoleProgress
+
+    log = io.StringIO()
+    progress = ConsoleProgress(log, every=3600)
+    for mib in range(0, 1000, 10):
+        progress(f"assembling the parts ({mib} of 1000 MiB)", mib / 4000)
+    progress("converting", 0.5)
+    progress("done", 1.0)
+    lines = log.getvalue().splitlines()
+    assert lines == ["[  0.0%] assembling the parts (0 of 1000 MiB)", "[ 50.0%] converting", "[100.0%] done"]
+    assert "\r" not in log.getvalue()
