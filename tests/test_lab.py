@@ -232,7 +232,7 @@ def test_visible_whitespace():
 
 
 def test_html_pieces_escape_model_and_file_text(trace):
-    from specviz import ui
+    from specviz import markup as ui
     evil = "<img src=x onerror=alert(1)>"
     event = trace.rounds[0]
     drafted = tuple(dataclasses.replace(d, text=evil) for d in event.drafted)
@@ -243,7 +243,7 @@ def test_html_pieces_escape_model_and_file_text(trace):
 
 
 def test_chips_show_the_numbers_and_verdicts(trace):
-    from specviz import ui
+    from specviz import markup as ui
     event = next(r for r in trace.rounds if r.rejection_index is not None)
     sampled = dataclasses.replace(event, drafted=tuple(
         dataclasses.replace(d, u=0.5 if d.verdict != "unchecked" else None) for d in event.drafted))
