@@ -26,12 +26,14 @@ with form:
     own = st.text_area("Your own prompts (one per line, category “custom”)", key=k(PAGE, "own"), height=70)
     c1, c2, c3 = st.columns(3)
     base = settings.config
-    temperatures = c1.multiselect("Temperatures (0 = greedy)", [0.0, 0.3, 0.7, 1.0],
-                                  default=[base.temperature] if base and base.temperature in (0.0, 0.3, 0.7, 1.0) else [0.0],
+    listed = (0.0, 0.3, 0.7, 1.0)
+    temperatures = c1.multiselect("Temperatures (0 = greedy)", list(listed),
+                                  default=[base.temperature] if base and base.temperature in listed else [0.0],
                                   key=k(PAGE, "temps"), format_func=lambda t: "greedy (0)" if t == 0 else f"{t:g}")
     drafters = c2.multiselect("Drafters", ["model", "ngram"], default=["model", "ngram"], key=k(PAGE, "drafters"),
                               format_func=lab.drafter_name)
-    schedules = c3.multiselect("Schedules", ["constant", "adaptive", "auto"], default=["constant"], key=k(PAGE, "schedules"))
+    schedules = c3.multiselect("Schedules", ["constant", "adaptive", "auto"], default=["constant"],
+                               key=k(PAGE, "schedules"))
     own_lines = [line.strip() for line in own.splitlines() if line.strip()]
     plan = (lab.plan_batch(prompts, categories, per_category, temperatures, drafters, schedules, base)
             + lab.plan_batch({"custom": own_lines}, ["custom"], len(own_lines), temperatures, drafters, schedules, base)

@@ -56,7 +56,8 @@ with form:
                                   "kept with probability min(1, r(c)/q(c)), where r is what the rejections so far "
                                   "left of p, and r shrinks again after each refusal (recursive rejection "
                                   "sampling). More tokens are kept by a candidate; the result is still p.")
-    broken = st.toggle(":material/heart_broken: Break the algorithm: after a rejection, draw again from q instead of the residual",
+    broken = st.toggle(":material/heart_broken: Break the algorithm: after a rejection, draw again from q instead of "
+                       "the residual",
                        key=k(PAGE, "broken"))
     c1, c2 = st.columns([1.4, 5], vertical_alignment="center")
     c2.caption("One forward pass of each model over the context; the samples are drawn from the result.")

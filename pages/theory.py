@@ -55,7 +55,8 @@ with right:
         n1.metric("Speed-up, measured times", f"{theory.measured_speedup(a, g, curve):.2f}×",
                   help="The same a and γ, with this machine's draft and target times and the verify cost it measured.")
         n2.metric("Optimal γ, measured times", best_m,
-                  help=f"Best speed-up {theory.measured_speedup(a, best_m, curve):.2f}× with the measured times (γ ≤ 16).")
+                  help=f"Best speed-up {theory.measured_speedup(a, best_m, curve):.2f}× with the measured times "
+                       "(γ ≤ 16).")
         st.caption(f"With the measured times (c = {c_measured:.3f}, verify as timed) the best γ is {best_m}; "
                    f"the formula says {best} at c = {c:.2f}. Set c to the measured value to compare like with like: "
                    "then only the verify cost differs.")

@@ -71,7 +71,7 @@ def metric(at: AppTest, label: str) -> str:
 
 def test_home_page_explains_and_offers_a_run(app):
     assert "A small model writes ahead" in app.title[0].value
-    assert any("u_i \\le \\min" in l.value for l in app.latex)
+    assert any("u_i \\le \\min" in x.value for x in app.latex)
     assert app.button(key="step.run").label == "Run"
     assert any("press **Run**" in i.value for i in app.info)     # no recorded run in this test
 

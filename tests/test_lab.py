@@ -41,7 +41,7 @@ def test_acceptance_by_position_counts_only_checked_tokens(trace):
     assert sum(s.reached for s in stats) == checked
     assert sum(s.accepted for s in stats) == accepted == trace.summary.accepted
     assert stats[0].position == 1 and stats[0].reached == sum(1 for r in trace.rounds if r.drafted)
-    assert all(s.reached >= t.reached for s, t in zip(stats, stats[1:]))   # fewer reach later positions
+    assert all(s.reached >= t.reached for s, t in zip(stats, stats[1:], strict=False))   # fewer reach later positions
 
 
 def test_token_origins_rebuild_the_output(trace):

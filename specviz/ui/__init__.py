@@ -45,11 +45,11 @@ from .viewer import (
 )
 
 __all__ = [
-    "ROUTER_KEY", "PageState", "RunButton", "Settings", "Shared", "adopt_lab_runs", "adopt_race", "adopt_trace",
+    "PageState", "ROUTER_KEY", "RunButton", "Settings", "Shared", "adopt_lab_runs", "adopt_race", "adopt_trace",
     "curves_dir", "history", "inject_css", "key", "lab_live", "lab_results", "lab_work", "launch", "legend",
-    "live_rounds", "load_prompts", "recorded_picker", "trace_to_show", "lossless_results", "lossless_work", "measured_section", "page_guard",
+    "live_rounds", "load_prompts", "lossless_results", "lossless_work", "measured_section", "page_guard",
     "page_state", "pair_loader", "prompt_picker", "quiet_live", "race_live", "race_to_show", "race_upload",
-    "recorded_traces", "remember", "require_pair", "round_view", "run_section", "runs_section", "settings", "shared",
-    "show_race", "show_trace", "sidebar", "summary_metrics", "trace_download", "trace_upload", "trace_viewer",
-    "trace_work", "use_measured_c", "verify_curves", "with_temperature",
+    "recorded_picker", "recorded_traces", "remember", "require_pair", "round_view", "run_section", "runs_section",
+    "settings", "shared", "show_race", "show_trace", "sidebar", "summary_metrics", "trace_download", "trace_to_show",
+    "trace_upload", "trace_viewer", "trace_work", "use_measured_c", "verify_curves", "with_temperature",
 ]

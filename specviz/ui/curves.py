@@ -29,7 +29,8 @@ def use_measured_c(value: float) -> None:
 
 def _curve_facts(curve: dict) -> str:
     return (
-        f"- **Where:** {curve.get('device_name', '?')} ({curve.get('device', '?')}), {curve.get('threads', '?')} threads\n"
+        f"- **Where:** {curve.get('device_name', '?')} ({curve.get('device', '?')}), "
+        f"{curve.get('threads', '?')} threads\n"
         f"- **Target (p):** {curve.get('target', '?')}, {curve.get('dtype', '?')}, linear layers "
         f"{'prepacked' if curve.get('target_prepacked') else 'as loaded'}\n"
         f"- **Draft (q):** {curve.get('draft', '?')}, quantization: {curve.get('draft_quantized', '?')}\n"

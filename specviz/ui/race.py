@@ -99,7 +99,8 @@ def _race_body(page: str, trace: Trace, replaying: bool) -> None:
     m = st.columns(4)
     m[0].metric("Speculative tok/s", f"{spec_rate:.1f}")
     m[1].metric("Plain tok/s", f"{base_rate:.1f}")
-    m[2].metric("Speed-up so far", f"{ratio:.2f}×" if ratio else "—", help="The two rates on the replay clock up to now.")
+    m[2].metric("Speed-up so far", f"{ratio:.2f}×" if ratio else "—",
+                help="The two rates on the replay clock up to now.")
     m[3].metric("Speed-up", f"{final:.2f}×" if final is not None else "—",
                 help="Final, measured: speculative tokens/s ÷ plain tokens/s (prompt prefill excluded).")
     left, right = st.columns(2)

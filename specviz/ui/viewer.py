@@ -50,9 +50,9 @@ def round_view(event: RoundEvent, context: RoundContext, *, show_chart: bool = T
     with left:
         if show_chart:
             where = "rejection" if event.next_source == "resampled" else "bonus"
-            st.markdown(f"**At the {where} position:** "
-                        + ("p, q and the residual norm(max(0, p − q)) over the top tokens"
-                           if where == "rejection" and event.top_q else "the target's distribution p over its top tokens"))
+            what = ("p, q and the residual norm(max(0, p − q)) over the top tokens"
+                    if where == "rejection" and event.top_q else "the target's distribution p over its top tokens")
+            st.markdown(f"**At the {where} position:** {what}")
             st.plotly_chart(charts.next_token_figure(event, greedy), key=f"nt-{context.chart_key}-{event.index}",
                             config={"displayModeBar": False})
     with right:
@@ -94,8 +94,8 @@ def live_rounds(job: Job) -> None:
     config: SpecConfig = job.meta["config"]
     prompt = job.meta.get("prompt", "")
     if tokens:
-        st.progress(min(1.0, len(tokens) / max(1, config.max_new_tokens)),
-                    text=f"Now timing plain decoding for the speed-up: token {len(tokens)} of ≤ {config.max_new_tokens}")
+        st.progress(min(1.0, len(tokens) / max(1, config.max_new_tokens)), text="Now timing plain decoding for the "
+                    f"speed-up: token {len(tokens)} of ≤ {config.max_new_tokens}")
     if not rounds:
         st.caption("Waiting for the first round (the prompt is processed first)…")
         st.html(markup.text_html(prompt, [], caret=True))
