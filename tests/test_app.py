@@ -408,3 +408,28 @@ def test_a_run_that_fails_shows_its_message_and_the_app_stays_usable(app, monkey
     app.button(key="step.run").click().run()
     assert finish(app, "step").state == "done"
     assert not any("no draft model" in e for e in texts(app.error))
+
+
+# --- the prompt picker ----------------------------------------------------------------------------
+
+def test_own_prompt_shows_in_the_example_boxes(app):
+    from specviz.ui import load_prompts
+    from specviz.ui.prompt import NO_EXAMPLE, OWN_CATEGORY
+    prompts = load_prompts()
+    first, second = list(prompts)[:2]
+    category, example = app.selectbox(key="step.category"), app.selectbox(key="step.example")
+    assert category.value == first and example.value == prompts[first][0]
+    app.text_area(key="step.prompt").input("My own words, not an example.").run()
+    assert not app.exception
+    category, example = app.selectbox(key="step.category"), app.selectbox(key="step.example")
+    assert category.value is None and example.value is None          # no stale "code" any more
+    assert category.proto.placeholder == OWN_CATEGORY and example.proto.placeholder == NO_EXAMPLE
+    app.selectbox(key="step.category").set_value(second).run()      # a category brings its first example back
+    assert app.text_area(key="step.prompt").value == prompts[second][0]
+    assert app.selectbox(key="step.example").value == prompts[second][0]
+    app.text_area(key="step.prompt").input(prompts[first][-1]).run()  # typing an example's text selects it
+    assert app.selectbox(key="step.category").value == first
+    assert app.selectbox(key="step.example").value == prompts[first][-1]
+    go(app, "race")                                                   # the prompt and its boxes follow to other pages
+    assert app.text_area(key="race.prompt").value == prompts[first][-1]
+    assert app.selectbox(key="race.category").value == first
