@@ -18,17 +18,16 @@ from .pair import pair_loader, require_pair
 from .prompt import prompt_picker
 from .race import adopt_race, race_live, race_to_show, race_upload, show_race
 from .results import adopt_lab_runs, lab_results, lossless_results
+from .router import ROUTER_KEY, page_guard
 from .runner import RunButton, lab_live, lab_work, launch, lossless_work, quiet_live, run_section, trace_work
 from .settings import settings, sidebar, with_temperature
 from .state import (
-    ROUTER_KEY,
     PageState,
     Settings,
     Shared,
     adopt_trace,
     history,
     key,
-    page_guard,
     page_state,
     remember,
     shared,

@@ -16,7 +16,6 @@ from ..jobs import Job
 from ..models import PairSpec
 from ..trace import Trace
 
-ROUTER_KEY = "router.running"   # set by app.py while it runs a page
 HISTORY_LIMIT = 60              # runs kept for the Theory page's measured points
 
 
@@ -102,25 +101,3 @@ def adopt_trace(page: str, trace: Trace, label: str, at_end: bool = False) -> No
     if trace.baseline_summary is not None:
         shared().last_with_baseline = trace
     remember(trace, f"{label}: {lab.short(trace.prompt, 30)}")
-
-
-def page_guard() -> None:
-    """Every page calls this first, so that it always runs under app.py's router.
-
-    A Streamlit server that sees a pages/ folder starts in its old multipage mode, which executes a page
-    file directly, without app.py (no sidebar, no style): on a fresh server when the first URL is a page's,
-    and in AppTest. Then run the router here, in this same script run (widget clicks stay), switch the
-    server to st.navigation for later runs, and stop: the router has drawn the page.
-    """
-    if st.session_state.get(ROUTER_KEY):
-        return
-    try:
-        from streamlit.runtime.pages_manager import PagesManager
-        PagesManager.uses_pages_directory = False
-    except (ImportError, AttributeError):
-        pass
-    import runpy
-
-    from .files import ROOT
-    runpy.run_path(str(ROOT / "app.py"), run_name="__main__")
-    st.stop()
