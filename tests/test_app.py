@@ -433,3 +433,19 @@ def test_own_prompt_shows_in_the_example_boxes(app):
     go(app, "race")                                                   # the prompt and its boxes follow to other pages
     assert app.text_area(key="race.prompt").value == prompts[first][-1]
     assert app.selectbox(key="race.category").value == first
+
+
+def test_a_hostile_upload_draws_no_markup_of_its_own(app):
+    """Strings where numbers and verdicts belong, markup in token text: either the loader refuses the file, or
+    every view shows the values as text (issue 14: an upload once drew a full-page link over the app)."""
+    evil = '"><a href=x style="position:fixed;inset:0">'
+    data = json.loads(TINY_TRACE.read_text())
+    first = data["rounds"][0]
+    first["gamma"], first["drafted"][0]["verdict"], first["drafted"][0]["text"] = evil, evil, "<script>x</script>"
+    first["next_token"]["text"], data["pair"]["target"] = evil, evil
+    app.get("file_uploader")[0].set_value(("evil.json", json.dumps(data).encode(), "application/json")).run()
+    assert not app.exception
+    page = html_of(app).lower()
+    assert "<a " not in page and "<script" not in page
+    refused = any("cannot be replayed" in e for e in texts(app.error))
+    assert refused or any("uploaded run" in s.value for s in app.subheader)
