@@ -8,8 +8,8 @@ import streamlit as st
 
 from specviz import ui
 
-st.set_page_config(page_title="specviz · speculative decoding, step by step", page_icon=":material/bolt:", layout="wide",
-                   initial_sidebar_state="expanded")
+st.set_page_config(page_title="specviz · speculative decoding, step by step", page_icon=":material/bolt:",
+                   layout="wide", initial_sidebar_state="expanded")
 ui.inject_css()
 
 PAGES = [

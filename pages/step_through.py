@@ -6,6 +6,7 @@ from specviz import ui
 ui.page_guard()
 
 PAGE = "step"
+k = ui.key
 
 st.html('<div class="sv-kicker">Speculative decoding, step by step</div>')
 st.title("A small model writes ahead, a big model checks")
@@ -35,60 +36,28 @@ with formulas:
     ui.legend()
 
 settings = ui.settings()
-
-with st.container(border=True):
+form = st.container(border=True)
+with form:
     prompt = ui.prompt_picker(PAGE)
     c1, c2, c3 = st.columns([1.2, 1.2, 4], vertical_alignment="center")
-    run = c1.button("Run", icon=":material/play_arrow:", type="primary", key=f"{PAGE}.run", disabled=ui.busy(PAGE), width="stretch")
-    c3.checkbox("Also time plain decoding of the target, to measure the speed-up (about doubles the run time)",
-                value=True, key=f"{PAGE}.baseline")
+    baseline = c3.checkbox("Also time plain decoding of the target, to measure the speed-up (about doubles the "
+                           "run time)", value=True, key=k(PAGE, "baseline"))
     with c2.popover("Replay a file", width="stretch"):
         uploaded = ui.trace_upload(PAGE)
-        recorded = ui.recorded_traces()
-        if recorded:
-            names = [name for name, _ in recorded]
-            choice = st.selectbox("…or a recorded run", names, index=None, key=f"{PAGE}.recorded_pick",
-                                  placeholder="Choose a recorded run")
-            if choice is not None and st.session_state.get(f"{PAGE}.recorded_shown") != choice:
-                st.session_state[f"{PAGE}.recorded_shown"] = choice
-                ui.adopt_trace(PAGE, dict(recorded)[choice], f"the recorded run “{choice}”")
+        ui.recorded_picker(PAGE)
     if uploaded is not None:
         ui.adopt_trace(PAGE, uploaded, "the uploaded run")
-    if run:
-        ui.launch(PAGE, settings, ui.trace_work(prompt, settings.config, settings.chat,
-                                                bool(st.session_state.get(f"{PAGE}.baseline", True))), prompt=prompt)
-    ui.show_error(PAGE)
 
-ui.live_panel(PAGE, ui.live_rounds)
-finished = ui.take_finished(PAGE)
-if finished is not None and finished.result is not None:
-    ui.adopt_trace(PAGE, finished.result, "your run")
+state = ui.run_section(
+    PAGE, settings, ui.RunButton(c1, "Run", icon=":material/play_arrow:"),
+    lambda: ui.trace_work(prompt, settings.config, settings.chat, bool(baseline)),
+    prompt=prompt, live=ui.live_rounds, errors=form,
+    on_result=lambda page, trace, job: ui.adopt_trace(page, trace, "your run"))
 
-if not ui.busy(PAGE):
-    trace = st.session_state.get(f"{PAGE}.trace")
-    label = st.session_state.get(f"{PAGE}.label", "")
-    recorded = ui.recorded_traces()
-    if trace is None and recorded:
-        name, trace = recorded[0]
-        label = f"the recorded run “{name}”"
-        ui.remember(trace, label)
+if not state.busy:
+    trace, label = ui.trace_to_show(PAGE)
     if trace is None:
         st.info("Pick an example prompt (or type your own) and press **Run**. Rounds appear here as they are "
                 "computed; then step through them, forward and back.")
     else:
-        names = trace.pair
-        c = trace.config
-        head, download = st.columns([5, 1.3], vertical_alignment="bottom")
-        head.subheader(f"Showing {label}")
-        with download:
-            ui.trace_download(trace, key=f"{PAGE}.download")
-        st.caption(f"target p: {names.get('target', '?')} · draft q: {names.get('draft', '?')} · "
-                   f"{names.get('device', '')} · drafter: {'draft model' if c.drafter == 'model' else 'n-gram'} · "
-                   f"γ = {c.gamma} ({c.schedule}) · {'greedy' if c.greedy else f'temperature {c.temperature:g}'}"
-                   f"{f', top-k {c.top_k}' if c.top_k else ''}{f', top-p {c.top_p:g}' if c.top_p < 1 else ''}"
-                   f" · seed {c.seed}" + (f" · {trace.note}" if trace.note else ""))
-        ui.stopped_note(trace)
-        ui.summary_metrics(trace)
-        ui.trace_viewer(PAGE, trace)
-        with st.expander("The final text"):
-            st.text(trace.summary.text)
+        ui.show_trace(PAGE, trace, label)

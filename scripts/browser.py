@@ -40,7 +40,8 @@ def start_app(port: int, env: dict[str, str], log: Path, timeout_s: float = 90) 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise AppStartError(f"streamlit exited with {process.returncode}: {log.read_text(errors='replace')[-2000:]}")
+            tail = log.read_text(errors="replace")[-2000:]
+            raise AppStartError(f"streamlit exited with {process.returncode}: {tail}")
         try:
             with urllib.request.urlopen(f"http://localhost:{port}/_stcore/health", timeout=2) as reply:
                 if reply.status == 200:

@@ -10,8 +10,17 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 
 from . import theory
-from .lab import GammaPoint, GroupStat, MeasuredPoint, PositionStat, baseline_timeline, round_phases, speculative_timeline
+from .lab import (
+    GammaPoint,
+    GroupStat,
+    MeasuredPoint,
+    PositionStat,
+    baseline_timeline,
+    round_phases,
+    speculative_timeline,
+)
 from .lossless import LosslessResult
+from .markup import visible  # token text with its whitespace made visible (and clipped)
 from .trace import RoundEvent, Trace
 
 COLORS = {
@@ -21,13 +30,6 @@ COLORS = {
     "draft": "#0d9488", "verify": "#4f46e5", "measured": "#db2777",
 }
 FONT = dict(family="Inter, system-ui, sans-serif", size=13, color="#1f2937")
-
-
-def visible(text: str) -> str:
-    """Token text with its whitespace made visible: a space is ␣, a newline ↵, a tab ⇥, nothing ∅."""
-    if text == "":
-        return "∅"
-    return text.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥").replace("\r", "")
 
 
 def _unique(labels: list[str]) -> list[str]:
@@ -67,11 +69,12 @@ def next_token_figure(event: RoundEvent, greedy: bool = False) -> go.Figure:
                 texts[t.id] = t.text
     ids = ids[:12]
     labels = _unique([visible(texts[i]) for i in ids])
-    label_of = dict(zip(ids, labels))
+    label_of = dict(zip(ids, labels, strict=True))
     fig = go.Figure()
     series = [("p (target)", event.top_p, COLORS["p"])]
     if event.next_source == "resampled":
-        series += [("q (draft)", event.top_q, COLORS["q"]), ("residual norm(max(0, p−q))", residual, COLORS["residual"])]
+        series += [("q (draft)", event.top_q, COLORS["q"]),
+                   ("residual norm(max(0, p−q))", residual, COLORS["residual"])]
     for name, values, color in series:
         if not values:
             continue
@@ -111,7 +114,8 @@ def timeline_figure(trace: Trace) -> go.Figure:
                     hovertemplate="round %{customdata[0]}: %{customdata[1]} of %{customdata[2]} accepted"
                                   "<br>%{x:.3f} s<extra>" + kind + "</extra>")
     fig.update_yaxes(categoryorder="array", categoryarray=rows)
-    fig.update_xaxes(title_text="seconds since the start of each run (the prompt prefill comes first)", rangemode="tozero")
+    fig.update_xaxes(title_text="seconds since the start of each run (the prompt prefill comes first)",
+                     rangemode="tozero")
     return _layout(fig, height=300, barmode="overlay", showlegend=True)
 
 
@@ -159,7 +163,8 @@ def speedup_figure(a: float, g: int, c: float, points: Sequence[MeasuredPoint] =
         best_m = theory.measured_optimal_gamma(a, curve, gamma_max)
         fig.add_scatter(x=[best_m], y=[theory.measured_speedup(a, best_m, curve)], mode="markers",
                         name=f"measured optimal γ = {best_m}",
-                        marker=dict(symbol="star", size=16, color=COLORS["measured"], line=dict(color="white", width=1)))
+                        marker=dict(symbol="star", size=16, color=COLORS["measured"],
+                                    line=dict(color="white", width=1)))
     measured = [pt for pt in points if pt.measured_speedup is not None]
     predicted = [pt for pt in measured if pt.predicted_speedup is not None]
     if predicted:
@@ -287,7 +292,8 @@ def gamma_figure(series: Sequence[tuple[str, Sequence[GammaPoint]]]) -> go.Figur
         fig.add_scatter(x=[pt.round + 1 for pt in points], y=[pt.gamma for pt in points], name=f"γ · {name}",
                         mode="lines+markers", line=dict(color=color, width=2, shape="hv"),
                         customdata=[[pt.accepted, pt.drafted] for pt in points],
-                        hovertemplate="round %{x}: γ = %{y}, accepted %{customdata[0]} of %{customdata[1]}<extra></extra>")
+                        hovertemplate="round %{x}: γ = %{y}, accepted %{customdata[0]} of %{customdata[1]}"
+                                      "<extra></extra>")
         fig.add_bar(x=[pt.round + 1 for pt in points], y=[pt.accepted for pt in points], name=f"accepted · {name}",
                     marker_color=color, opacity=0.25, showlegend=False, hoverinfo="skip")
     fig.update_xaxes(title_text="round")
@@ -298,7 +304,7 @@ def gamma_figure(series: Sequence[tuple[str, Sequence[GammaPoint]]]) -> go.Figur
 # --- lossless -------------------------------------------------------------------------------------
 
 def lossless_figure(result: LosslessResult, show_draft: bool = True) -> go.Figure:
-    labels = _unique([visible(t) if i >= 0 else t for t, i in zip(result.token_texts, result.token_ids)])
+    labels = _unique([visible(t) if i >= 0 else t for t, i in zip(result.token_texts, result.token_ids, strict=False)])
     n = result.n
     fig = go.Figure()
     fig.add_bar(name="p: the target's exact distribution", x=labels, y=list(result.p), marker_color=COLORS["p"],

@@ -224,14 +224,17 @@ class TokenOrigin:
     prob: float             # q of the accepted token, or the probability of the resampled / bonus token
 
 
-def round_origins(event: RoundEvent) -> list[TokenOrigin]:
-    """The tokens a round committed: accepted drafts, then the resampled or bonus token (cut at EOS)."""
+def round_origins(event: RoundEvent, limit: int | None = None) -> list[TokenOrigin]:
+    """The tokens a round committed: accepted drafts, then the resampled or bonus token (cut at EOS);
+    at most `limit` of them (a view draws a capped number, whatever a file says)."""
     out = []
-    kept = list(event.drafted[:event.n_accepted])
-    if event.kept_alternative is not None:   # it took the rejected draft's place
+    accepted = event.n_accepted if isinstance(event.n_accepted, int) else 0
+    kept = list(event.drafted[:max(0, accepted)])
+    if event.kept_alternative is not None and kept:   # it took the rejected draft's place
         kept[-1] = event.kept_alternative
-    for k, _ in enumerate(event.appended):
-        if k < event.n_accepted:
+    n = len(event.appended) if limit is None else min(len(event.appended), max(0, limit))
+    for k in range(n):
+        if k < len(kept):
             d = kept[k]
             out.append(TokenOrigin(d.text, "accepted", event.index, d.ratio, d.q))
         else:
@@ -277,7 +280,8 @@ def round_phases(trace: Trace) -> list[Phase]:
     phases = []
     for e in trace.rounds:
         verify_start = e.elapsed - e.verify_seconds
-        phases.append(Phase("draft", e.index, verify_start - e.draft_seconds, verify_start, e.n_accepted, len(e.drafted)))
+        draft_start = verify_start - e.draft_seconds
+        phases.append(Phase("draft", e.index, draft_start, verify_start, e.n_accepted, len(e.drafted)))
         phases.append(Phase("verify", e.index, verify_start, e.elapsed, e.n_accepted, len(e.drafted)))
     return phases
 

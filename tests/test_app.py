@@ -28,6 +28,15 @@ def app(monkeypatch, tmp_path):
     return at
 
 
+def state(at: AppTest, page: str):
+    """The page's PageState (specviz.ui.state): its trace, job, round shown, result."""
+    return at.session_state[f"state.{page}"]
+
+
+def settings_of(at: AppTest):
+    return at.session_state["state.shared"].settings
+
+
 def go(at: AppTest, page: str) -> AppTest:
     at.switch_page(f"pages/{page}.py").run()
     assert not at.exception, at.exception
@@ -36,7 +45,7 @@ def go(at: AppTest, page: str) -> AppTest:
 
 def finish(at: AppTest, page: str, timeout: float = 120):
     """Wait for the page's background run, then rerun the script so that the page takes its result."""
-    job = at.session_state[f"{page}.job"]
+    job = state(at, page).job
     assert job.join(timeout), f"the {page} run did not finish in {timeout} s"
     at.run()
     assert not at.exception, at.exception
@@ -62,7 +71,7 @@ def metric(at: AppTest, label: str) -> str:
 
 def test_home_page_explains_and_offers_a_run(app):
     assert "A small model writes ahead" in app.title[0].value
-    assert any("u_i \\le \\min" in l.value for l in app.latex)
+    assert any("u_i \\le \\min" in x.value for x in app.latex)
     assert app.button(key="step.run").label == "Run"
     assert any("press **Run**" in i.value for i in app.info)     # no recorded run in this test
 
@@ -71,7 +80,7 @@ def test_step_run_shows_chips_verdicts_and_speedup(app):
     app.button(key="step.run").click().run()
     job = finish(app, "step")
     assert job.state == "done", job.error
-    trace = app.session_state["step.trace"]
+    trace = state(app, "step").trace
     assert trace.summary.new_tokens == 32 and trace.baseline_summary is not None
     assert metric(app, "Speed-up").endswith("×")
     assert metric(app, "New tokens") == "32"
@@ -100,7 +109,7 @@ def test_step_run_with_lookahead_marks_the_shared_draft_passes(app):
     app.button(key="step.run").click().run()
     job = finish(app, "step")
     assert job.state == "done", job.error
-    trace = app.session_state["step.trace"]
+    trace = state(app, "step").trace
     assert trace.config.lookahead == 8
     shared = [r.index for r in trace.rounds if any(d.from_lookahead for d in r.drafted)]
     assert shared, "prompt lookup never scored a guess on a repetitive prompt"
@@ -117,7 +126,7 @@ def test_step_run_with_alternatives_shows_the_token_tree(app):
     app.button(key="step.run").click().run()
     job = finish(app, "step")
     assert job.state == "done", job.error
-    trace = app.session_state["step.trace"]
+    trace = state(app, "step").trace
     assert trace.config.alternatives == 3
     kept = [r for r in trace.rounds if r.kept_alternative is not None]
     assert kept, "no round kept an alternative (the tiny pair's greedy run does): nothing to show"
@@ -134,32 +143,32 @@ def test_step_run_with_alternatives_shows_the_token_tree(app):
 def test_step_buttons_move_between_rounds(app):
     app.button(key="step.run").click().run()
     finish(app, "step")
-    assert app.session_state["step.round"] == 0
+    assert state(app, "step").index == 0
     app.button(key="step.next").click().run()
-    assert app.session_state["step.round"] == 1
+    assert state(app, "step").index == 1
     app.button(key="step.last").click().run()
-    n = len(app.session_state["step.trace"].rounds)
-    assert app.session_state["step.round"] == n - 1
+    n = len(state(app, "step").trace.rounds)
+    assert state(app, "step").index == n - 1
     app.button(key="step.prev").click().run()
-    assert app.session_state["step.round"] == n - 2
+    assert state(app, "step").index == n - 2
     app.button(key="step.first").click().run()
-    assert app.session_state["step.round"] == 0
+    assert state(app, "step").index == 0
     app.button(key="step.play").click().run()
-    assert app.session_state["step.playing"] is True
+    assert state(app, "step").playing is True
     app.button(key="step.pause").click().run()
-    assert app.session_state["step.playing"] is False
+    assert state(app, "step").playing is False
     assert not app.exception
 
 
 def test_stop_cancels_between_rounds_and_leaves_the_app_ready(app):
     app.number_input(key="cfg.max_new_tokens").set_value(1024).run()
     app.button(key="step.run").click().run()
-    job = app.session_state["step.job"]
+    job = state(app, "step").job
     assert app.button(key="step.stop")                       # the live panel with its Stop button
     app.button(key="step.stop").click().run()
     finish(app, "step")
     assert job.state == "cancelled"
-    trace = app.session_state["step.trace"]
+    trace = state(app, "step").trace
     assert trace.summary.finish_reason == "cancelled" and trace.summary.new_tokens < 1024
     assert any("Stopped" in w.value for w in app.warning)
     # Ready again: a normal run works.
@@ -172,11 +181,11 @@ def test_a_session_that_must_wait_for_the_models_says_so(app):
     from specviz import ui
     app.button(key="step.run").click().run()
     finish(app, "step")
-    pair = ui.pair_loader(app.session_state["settings"].spec).pair
+    pair = ui.pair_loader(settings_of(app).spec).pair
     assert pair is not None
     with pair.lock:                                         # another session's run holds the models
         app.button(key="step.run").click().run()
-        job = app.session_state["step.job"]
+        job = state(app, "step").job
         deadline = time.monotonic() + 10
         while job.state != "waiting" and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -204,7 +213,7 @@ def test_download_then_upload_replays_without_models(app):
     uploader.set_value(("run.json", data, "application/json")).run()
     assert not app.exception
     assert any("uploaded run" in s.value for s in app.subheader)
-    assert app.session_state["step.trace"] == load_trace(TINY_TRACE)
+    assert state(app, "step").trace == load_trace(TINY_TRACE)
     assert app.get("download_button")                        # any run can be downloaded again
 
 
@@ -230,7 +239,7 @@ def test_bad_prompts_give_an_error(app, prompt, message):
     app.text_area(key="step.prompt").set_value(prompt).run()
     app.button(key="step.run").click().run()
     assert not app.exception
-    assert "step.job" not in app.session_state
+    assert state(app, "step").job is None
     assert any(message in e for e in texts(app.error)), texts(app.error)
 
 
@@ -245,7 +254,7 @@ def test_settings_out_of_range_give_an_error(app, key, value, message):
     assert not app.exception
     assert any(message in e for e in texts(app.sidebar.error)), texts(app.sidebar.error)
     app.button(key="step.run").click().run()
-    assert "step.job" not in app.session_state
+    assert state(app, "step").job is None
     assert any("Fix the settings" in e and message in e for e in texts(app.main.error))
 
 
@@ -256,14 +265,14 @@ def test_unknown_model_gives_an_error_and_the_app_stays_usable(app, monkeypatch)
     app.text_input(key="cfg.custom_target").set_value("no-such-org/no-such-model-xyz").run()
     app.button(key="cfg.apply").click().run()
     from specviz import ui
-    loader = ui.pair_loader(app.session_state["settings"].spec)
+    loader = ui.pair_loader(settings_of(app).spec)
     assert loader.wait(60)
     app.run()
     assert not app.exception
     assert loader.state == "failed" and "no-such-model-xyz" in loader.error
     assert any("could not be loaded" in e for e in texts(app.sidebar.error))
     app.button(key="step.run").click().run()
-    assert not app.exception and "step.job" not in app.session_state
+    assert not app.exception and state(app, "step").job is None
     assert any("could not be loaded" in e for e in texts(app.main.error))
 
 
@@ -274,7 +283,7 @@ def test_race_runs_both_and_checks_greedy_identity(app):
     app.button(key="race.run").click().run()
     job = finish(app, "race")
     assert job.state == "done"
-    trace = app.session_state["race.trace"]
+    trace = state(app, "race").trace
     assert trace.summary.token_ids == trace.baseline_summary.token_ids
     assert any("Identical texts" in s.value for s in app.success)
     assert metric(app, "Speed-up").endswith("×")
@@ -329,7 +338,7 @@ def test_lab_batch_tables_and_drafter_comparison(app):
     app.button(key="lab.run").click().run()
     job = finish(app, "lab")
     assert job.state == "done", job.error
-    runs = app.session_state["lab.runs"]
+    runs = state(app, "lab").result
     assert len(runs) == 2 * 2 * 2                               # categories x drafters x schedules
     tables = app.dataframe
     assert len(tables[0].value) == 8 and "acceptance rate" in tables[0].value.columns
@@ -382,20 +391,61 @@ def test_every_page_renders(app, page, title):
 
 
 def test_a_run_that_fails_shows_its_message_and_the_app_stays_usable(app, monkeypatch):
-    from specviz import ui
     from specviz.engine import EngineError
+    from specviz.ui import runner
 
     def failing(*args, **kwargs):
         raise EngineError("this pair has no draft model: choose the n-gram drafter or load a draft model")
-    real = ui.run_trace
-    monkeypatch.setattr(ui, "run_trace", failing)
+    real = runner.run_trace
+    monkeypatch.setattr(runner, "run_trace", failing)
     app.button(key="step.run").click().run()
     job = finish(app, "step")
     assert job.state == "failed"
     assert any("no draft model" in e for e in texts(app.error))
     app.run()
     assert any("no draft model" in e for e in texts(app.error))   # it stays until the next run
-    monkeypatch.setattr(ui, "run_trace", real)
+    monkeypatch.setattr(runner, "run_trace", real)
     app.button(key="step.run").click().run()
     assert finish(app, "step").state == "done"
     assert not any("no draft model" in e for e in texts(app.error))
+
+
+# --- the prompt picker ----------------------------------------------------------------------------
+
+def test_own_prompt_shows_in_the_example_boxes(app):
+    from specviz.ui import load_prompts
+    from specviz.ui.prompt import NO_EXAMPLE, OWN_CATEGORY
+    prompts = load_prompts()
+    first, second = list(prompts)[:2]
+    category, example = app.selectbox(key="step.category"), app.selectbox(key="step.example")
+    assert category.value == first and example.value == prompts[first][0]
+    app.text_area(key="step.prompt").input("My own words, not an example.").run()
+    assert not app.exception
+    category, example = app.selectbox(key="step.category"), app.selectbox(key="step.example")
+    assert category.value is None and example.value is None          # no stale "code" any more
+    assert category.proto.placeholder == OWN_CATEGORY and example.proto.placeholder == NO_EXAMPLE
+    app.selectbox(key="step.category").set_value(second).run()      # a category brings its first example back
+    assert app.text_area(key="step.prompt").value == prompts[second][0]
+    assert app.selectbox(key="step.example").value == prompts[second][0]
+    app.text_area(key="step.prompt").input(prompts[first][-1]).run()  # typing an example's text selects it
+    assert app.selectbox(key="step.category").value == first
+    assert app.selectbox(key="step.example").value == prompts[first][-1]
+    go(app, "race")                                                   # the prompt and its boxes follow to other pages
+    assert app.text_area(key="race.prompt").value == prompts[first][-1]
+    assert app.selectbox(key="race.category").value == first
+
+
+def test_a_hostile_upload_draws_no_markup_of_its_own(app):
+    """Strings where numbers and verdicts belong, markup in token text: either the loader refuses the file, or
+    every view shows the values as text (issue 14: an upload once drew a full-page link over the app)."""
+    evil = '"><a href=x style="position:fixed;inset:0">'
+    data = json.loads(TINY_TRACE.read_text())
+    first = data["rounds"][0]
+    first["gamma"], first["drafted"][0]["verdict"], first["drafted"][0]["text"] = evil, evil, "<script>x</script>"
+    first["next_token"]["text"], data["pair"]["target"] = evil, evil
+    app.get("file_uploader")[0].set_value(("evil.json", json.dumps(data).encode(), "application/json")).run()
+    assert not app.exception
+    page = html_of(app).lower()
+    assert "<a " not in page and "<script" not in page
+    refused = any("cannot be replayed" in e for e in texts(app.error))
+    assert refused or any("uploaded run" in s.value for s in app.subheader)

@@ -41,7 +41,7 @@ def test_acceptance_by_position_counts_only_checked_tokens(trace):
     assert sum(s.reached for s in stats) == checked
     assert sum(s.accepted for s in stats) == accepted == trace.summary.accepted
     assert stats[0].position == 1 and stats[0].reached == sum(1 for r in trace.rounds if r.drafted)
-    assert all(s.reached >= t.reached for s, t in zip(stats, stats[1:]))   # fewer reach later positions
+    assert all(s.reached >= t.reached for s, t in zip(stats, stats[1:], strict=False))   # fewer reach later positions
 
 
 def test_token_origins_rebuild_the_output(trace):
@@ -232,7 +232,7 @@ def test_visible_whitespace():
 
 
 def test_html_pieces_escape_model_and_file_text(trace):
-    from specviz import ui
+    from specviz import markup as ui
     evil = "<img src=x onerror=alert(1)>"
     event = trace.rounds[0]
     drafted = tuple(dataclasses.replace(d, text=evil) for d in event.drafted)
@@ -243,7 +243,7 @@ def test_html_pieces_escape_model_and_file_text(trace):
 
 
 def test_chips_show_the_numbers_and_verdicts(trace):
-    from specviz import ui
+    from specviz import markup as ui
     event = next(r for r in trace.rounds if r.rejection_index is not None)
     sampled = dataclasses.replace(event, drafted=tuple(
         dataclasses.replace(d, u=0.5 if d.verdict != "unchecked" else None) for d in event.drafted))

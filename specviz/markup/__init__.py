@@ -1,0 +1,39 @@
+"""Pure HTML and words for the app: no Streamlit here, every value escaped, every view capped.
+
+The ui package renders these strings with st.html / st.markdown; tests call them directly.
+"""
+from .base import (
+    MAX_CELLS,
+    MAX_CHIPS,
+    MAX_PROMPT_SHOWN,
+    MAX_TOKENS_DRAWN,
+    clip,
+    code,
+    count,
+    css_class,
+    esc,
+    fmt,
+    fmt_prob,
+    md,
+    visible,
+)
+from .chips import (
+    alternative_chips_html,
+    chip_html,
+    draft_chips_html,
+    legend_html,
+    next_chip_html,
+    round_chips_html,
+    round_head_html,
+)
+from .explain import explain_alternatives, explain_chart, explain_round, pair_caption, stopped_message, trace_caption
+from .kv import kv_cache_html
+from .text import clock_html, lane_html, plain_text_html, text_html
+
+__all__ = [
+    "MAX_CELLS", "MAX_CHIPS", "MAX_PROMPT_SHOWN", "MAX_TOKENS_DRAWN", "alternative_chips_html", "chip_html", "clip",
+    "clock_html", "code", "count", "css_class", "draft_chips_html", "esc", "explain_alternatives", "explain_chart",
+    "explain_round", "fmt", "fmt_prob", "kv_cache_html", "lane_html", "legend_html", "md", "next_chip_html",
+    "pair_caption", "plain_text_html", "round_chips_html", "round_head_html", "stopped_message", "text_html",
+    "trace_caption", "visible",
+]

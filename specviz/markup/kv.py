@@ -1,0 +1,84 @@
+"""Both KV caches of one round: before it, after the forward passes, after the rollback (DynamicCache.crop)."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..trace import RoundEvent
+from .base import MAX_CELLS, VERDICT_CLASS, count, css_class, esc, visible
+
+Cell = tuple[object, str]   # (token text, class string built from fixed names)
+
+
+def cells_html(cells: Sequence[Cell], pending: int = 0) -> str:
+    """`pending` "new" cells (the committed tokens this cache had not seen), then the token cells; at most
+    MAX_CELLS in all, the rest counted in one cell."""
+    shown_pending = min(pending, MAX_CELLS)
+    out = ['<span class="sv-cell pending">new</span>'] * shown_pending
+    shown = cells[:MAX_CELLS - shown_pending]
+    out += [f'<span class="sv-cell {cls}">{esc(visible(text))}</span>' for text, cls in shown]
+    hidden = pending + len(cells) - len(out)
+    if hidden > 0:
+        out.append(f'<span class="sv-cell more">+{hidden:,} more</span>')
+    return "".join(out)
+
+
+def _line(label: str, old: int, pending: int, cells: Sequence[Cell], length: int, note: str = "") -> str:
+    old_html = f'<span class="sv-cell old">{old} cached</span>' if old else ""
+    return (f'<div class="lbl">{label}</div><div class="row">{old_html}{cells_html(cells, pending)}</div>'
+            f'<div class="len">{length} tokens{("<br>" + esc(note)) if note else ""}</div>')
+
+
+@dataclass(frozen=True)
+class CacheRound:
+    """One model's cache in one round: lengths before and after, tokens fed, whether it ran a forward."""
+    name: str
+    before: int
+    after: int
+    fed: int
+    forwards: bool
+
+
+def _model_html(event: RoundEvent, committed: int, cache: CacheRound, branches: Sequence = ()) -> str:
+    before, fed = cache.before, cache.fed
+    verdicts = [css_class(d.verdict, VERDICT_CLASS, "unchecked") for d in event.drafted[:fed]]
+    pending = max(0, committed - before) if cache.forwards else 0
+    rows = [f'<div class="group">{cache.name}</div>', _line("before <small>round start</small>", before, 0, [], before)]
+    filled: list[Cell] = [(d.text, verdicts[i]) for i, d in enumerate(event.drafted[:fed])]
+    # Alternatives sit in the verify forward beside the last draft (same position) and are cropped right after it.
+    siblings: list[Cell] = [(a.text, f"{css_class(a.verdict, VERDICT_CLASS, 'unchecked')} alt") for a in branches]
+    grown = before + pending + fed + len(siblings)
+    rows.append(_line("after forward <small>cache grows</small>", before, pending, filled + siblings, grown,
+                      "alternatives cropped after the pass" if siblings else ""))
+    keep = max(0, cache.after - committed)
+    kept: list[Cell] = [(d.text, "accepted") for d in event.drafted[:min(keep, fed)]]
+    dropped: list[Cell] = [(d.text, f"{verdicts[i]} dropped") for i, d in enumerate(event.drafted[:fed]) if i >= keep]
+    dropped += [(text, f"{cls} dropped") for text, cls in siblings]
+    removed = grown - cache.after
+    note = f"−{removed} rolled back" if removed > 0 else "nothing to roll back"
+    if branches and event.kept_alternative is not None:
+        note += "; the kept alternative is fed with the next verify"
+    rows.append(_line("after rollback <small>crop</small>", before, pending, kept + dropped, cache.after, note))
+    return "".join(rows)
+
+
+def kv_cache_html(event: RoundEvent, prompt_len: int, drafter: str) -> str:
+    """Both KV caches: before the round, after the forward passes, after the rollback (DynamicCache.crop).
+
+    With C tokens committed before the round and n drafted: the target's verify fills C + n positions,
+    the rollback keeps the committed ones; the draft fed C + n - 1 (its last token was never fed back).
+    """
+    committed = count(prompt_len) + count(event.position)
+    n = len(event.drafted)
+    target = CacheRound("Target (p) cache", count(event.target_cache_before), count(event.target_cache_after), n, True)
+    # A kept alternative is not in the target's cache yet: it is fed with the next round's verify.
+    rows = ['<div class="sv-kv">', _model_html(event, committed, target, event.alternatives)]
+    if drafter == "model":
+        # The draft runs only when it drafts; it never feeds its own last token back.
+        draft = CacheRound("Draft (q) cache", count(event.draft_cache_before), count(event.draft_cache_after),
+                           max(0, n - 1), n > 0)
+        rows.append(_model_html(event, committed, draft))
+    else:
+        rows.append('<div class="group">Draft: the n-gram drafter has no model and no cache</div>')
+    rows.append("</div>")
+    return "".join(rows)

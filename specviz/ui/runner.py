@@ -1,0 +1,173 @@
+"""Background runs: the run section every page gets in one call (button, errors, live view, result),
+and the work each page runs (a trace, a batch, the lossless distributions).
+
+How a job flows: the button's click checks what a user can get wrong (settings, prompt, models), then
+starts the work in a worker thread (jobs.start_job) and keeps the Job in the page's PageState. While it
+runs, a fragment redraws its live view twice a second; when it has finished, the next script run hands
+its result to the page once (`on_result`) or keeps its error on the page until the next run.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import streamlit as st
+
+from .. import lab
+from ..config import SpecConfig
+from ..jobs import Job, start_job
+from ..runs import MAX_PROMPT_CHARS, PromptError, encode, run_trace
+from ..trace import Trace
+from .pair import require_pair
+from .safe import safe
+from .state import PageState, Settings, key, page_state
+
+Work = Callable[[Job, Any], Any]       # work(job, pair) -> result, run in the worker thread
+
+
+@dataclass(frozen=True)
+class RunButton:
+    """The page's run button: where it goes and what it says."""
+    slot: Any                           # the column (or container) to draw it in
+    label: str
+    icon: str | None = None
+    disabled: bool = False              # besides while a run is going
+
+
+def _fail(state: PageState, message: str) -> bool:
+    state.error = message
+    return False
+
+
+def _check_prompt(state: PageState, pair, prompt: str, chat: bool = True) -> bool:
+    try:
+        encode(pair, prompt, chat)
+    except PromptError as exc:
+        return _fail(state, f"Prompt: {exc}.")
+    return True
+
+
+def launch(page: str, settings: Settings, work: Callable[[], Work], *, prompt: str | None = None,
+           meta: dict | None = None) -> bool:
+    """Check what a user can get wrong, then run work()(job, pair) in the background. False after an error."""
+    state = page_state(page)
+    state.error = None
+    if state.busy:
+        return False
+    if settings.config is None:
+        return _fail(state, f"Fix the settings in the sidebar first: {settings.config_error}")
+    # The same checks as runs.encode, before waiting for the models.
+    if prompt is not None and (not prompt.strip() or len(prompt) > MAX_PROMPT_CHARS):
+        if not _check_prompt(state, None, prompt):
+            return False
+    pair = require_pair(settings)
+    if pair is None:
+        return False
+    if prompt is not None and not _check_prompt(state, pair, prompt, settings.chat):
+        return False
+    run = work()
+    info = {"prompt": prompt or "", "config": settings.config, **(meta or {})}
+    state.job = start_job(page, lambda job: run(job, pair), None, info)
+    return True
+
+
+def take_finished(page: str) -> Job | None:
+    """The job of this page that has just finished, once; its error is kept on the page until the next run."""
+    state = page_state(page)
+    job = state.job
+    if job is None or not job.finished or job.consumed:
+        return None
+    job.consumed = True
+    if job.state == "failed":
+        state.error = job.error
+        st.error(job.error)  # this run has drawn the page's errors already; later runs show it there
+    return job
+
+
+def _keep_result(page: str, result: Any, job: Job) -> None:
+    page_state(page).result = result
+
+
+def run_section(page: str, settings: Settings, button: RunButton, work: Callable[[], Work], *,
+                live: Callable[[Job], None], errors: Any, prompt: str | None = None,
+                on_result: Callable[[str, Any, Job], None] = _keep_result) -> PageState:
+    """A page's whole run section: the button (launches work() when pressed), the page's error (in `errors`,
+    a container), the live view with a Stop button while it runs, and the finished result, handed once to
+    on_result(page, result, job) (default: kept as PageState.result). Returns the page's state."""
+    state = page_state(page)
+    clicked = button.slot.button(button.label, icon=button.icon, type="primary", key=key(page, "run"),
+                                 disabled=state.busy or button.disabled, width="stretch")
+    if clicked:
+        with errors:
+            launch(page, settings, work, prompt=prompt)
+    if state.error:
+        errors.error(state.error)
+    if state.busy:
+        _live_fragment(page, live)
+    finished = take_finished(page)
+    if finished is not None and finished.result is not None:
+        on_result(page, finished.result, finished)
+    return state
+
+
+@st.fragment(run_every=0.5)
+@safe
+def _live_fragment(page: str, render: Callable[[Job], None]) -> None:
+    """While this page's job runs: its state, a Stop button and a live view, refreshed twice a second."""
+    job = page_state(page).job
+    if job is None or job.finished:
+        st.rerun()
+    c1, c2 = st.columns([5, 1], vertical_alignment="center")
+    with c1:
+        if job.state == "waiting":
+            st.info(f"Another run (from another tab or user) is using the models. Yours starts as soon as it "
+                    f"ends — waiting {job.waited_seconds:.0f} s. Press Stop to give up.")
+        elif job.cancel.is_set():
+            st.caption("Stopping after the current round…")
+        else:
+            elapsed = time.monotonic() - job.created
+            progress = f" · {job.progress}" if job.progress else ""
+            st.caption(f":material/progress_activity: Running · {elapsed:.0f} s{progress}")
+    c2.button("Stop", icon=":material/stop:", key=key(page, "stop"), on_click=job.stop, width="stretch",
+              help="Cancels the run between two rounds; what was computed so far is kept.")
+    render(job)
+
+
+# --- the work each page runs -----------------------------------------------------------------------
+
+def trace_work(prompt: str, config: SpecConfig, chat: bool, baseline: bool) -> Work:
+    """A speculative run (and optionally the baseline), its events streamed into the job."""
+    def work(job: Job, pair) -> Trace:
+        return run_trace(pair, prompt, config, chat=chat, baseline=baseline, cancel=job.cancel,
+                         on_event=job.on_event, on_wait=job.on_wait)
+    return work
+
+
+def lab_work(plan: Sequence[lab.PlannedRun], chat: bool) -> Work:
+    def work(job: Job, pair) -> list[lab.LabRun]:
+        def progress(i: int, total: int, planned: lab.PlannedRun) -> None:
+            job.fraction = i / total
+            c = planned.config
+            job.progress = (f"run {i + 1} of {total}: {planned.category} · {lab.drafter_name(c.drafter)} · "
+                            f"{'greedy' if c.greedy else f'T={c.temperature:g}'} · {c.schedule}")
+        return lab.run_batch(pair, plan, chat=chat, cancel=job.cancel, on_progress=progress, on_wait=job.on_wait)
+    return work
+
+
+def lossless_work(prompt: str, config: SpecConfig, chat: bool, answer_prefix: str) -> Work:
+    from ..lossless import next_token_distributions
+
+    def work(job: Job, pair):
+        return next_token_distributions(pair, prompt, config, chat=chat, answer_prefix=answer_prefix,
+                                        cancel=job.cancel, on_wait=job.on_wait)
+    return work
+
+
+def lab_live(job: Job) -> None:
+    st.progress(job.fraction, text=job.progress or "starting…")
+
+
+def quiet_live(job: Job) -> None:
+    st.caption("Computing p and q: one forward pass of each model over the context…")
