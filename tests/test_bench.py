@@ -5,11 +5,21 @@ import math
 
 import pytest
 
-from specviz.bench import (BenchSettings, PeakMemory, Run, add_arguments, curve_time, format_curve, format_table,
-                           load_prompts, paired_ratio, run_benchmark)
+from specviz.bench import (
+    BenchSettings,
+    PeakMemory,
+    Run,
+    add_arguments,
+    curve_time,
+    format_curve,
+    format_table,
+    load_prompts,
+    paired_ratio,
+    run_benchmark,
+)
 from specviz.config import ConfigError, SpecConfig
-from specviz.tiny import tiny_pair
 from specviz.theory import expected_tokens
+from specviz.tiny import tiny_pair
 
 PROMPTS = {
     "code": ["def add(a, b):\n    return a + b\n\ndef add(a, b):", "for i in range(10):\n    print(i)\n"],

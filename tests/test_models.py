@@ -18,9 +18,16 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from specviz import builtin
-from specviz.models import (ModelLoadError, PairSpec, allow_remote_code, load_pair, quantize_draft, resolve_device,
-                            resolve_quantize, resolve_source)
-
+from specviz.models import (
+    ModelLoadError,
+    PairSpec,
+    allow_remote_code,
+    load_pair,
+    quantize_draft,
+    resolve_device,
+    resolve_quantize,
+    resolve_source,
+)
 
 # ---------------------------------------------------------------- tiny local models
 
@@ -71,7 +78,7 @@ def test_local_pair_loads_with_names_quantized_draft_and_pad_token(tmp_path):
 
 
 def test_weights_are_prefetched_in_order_once_only_when_local_and_small_enough(tmp_path, monkeypatch):
-    from specviz import models
+    from specviz import models, prefetch
 
     target = resolve_source(str(save_tiny(tmp_path / "target", LETTERS)), "target")
     draft = resolve_source(str(save_tiny(tmp_path / "draft", LETTERS)), "draft")
@@ -82,11 +89,11 @@ def test_weights_are_prefetched_in_order_once_only_when_local_and_small_enough(t
         opened.append(Path(file).parent.name)
         return real_open(file, *args, **kwargs)
 
-    monkeypatch.setattr(models, "open", spy, raising=False)
+    monkeypatch.setattr(prefetch, "open", spy, raising=False)
     for madvise in (True, False):       # MADV_POPULATE_READ, and plain reads where the kernel has none
         opened.clear()
         if not madvise:
-            monkeypatch.setattr(models, "_madvise_populate", lambda fd, size, piece: False)
+            monkeypatch.setattr(prefetch, "_madvise_populate", lambda fd, size, piece: False)
         thread = models.prefetch_weights([draft, target], piece=1024)   # pieces smaller than the files
         assert thread is not None
         thread.join(timeout=30)
@@ -94,7 +101,7 @@ def test_weights_are_prefetched_in_order_once_only_when_local_and_small_enough(t
 
     hub = models.Source("target", "org/model", "hub", "org/model", "org/model")
     assert models.prefetch_weights([hub]) is None                   # nothing local to read
-    monkeypatch.setattr(models, "physical_memory", lambda: 1024)
+    monkeypatch.setattr(prefetch, "physical_memory", lambda: 1024)
     assert models.prefetch_weights([draft, target]) is None         # would not stay in the page cache
 
 
@@ -102,7 +109,7 @@ def test_weights_are_prefetched_in_order_once_only_when_local_and_small_enough(t
                     tuple(int(n) for n in re.findall(r"\d+", os.uname().release)[:2]) < (5, 14),
                     reason="MADV_POPULATE_READ is Linux 5.14+")
 def test_madvise_populate_reads_a_file_in_pieces(tmp_path):
-    from specviz.models import _madvise_populate
+    from specviz.prefetch import _madvise_populate
 
     data = tmp_path / "weights.bin"
     data.write_bytes(bytes(range(256)) * 4096)      # 1 MiB
