@@ -4,8 +4,10 @@ output files checked before the models load."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from .config import ConfigError, SpecConfig
@@ -97,9 +99,11 @@ def output_path(path: str | Path, flag: str, make_parents: bool = False) -> Path
     return target
 
 
-def write_output(path: Path, text: str, flag: str) -> None:
-    """Write an output file; a failure (disk full, the file made read-only meanwhile) is one clear line."""
+@contextlib.contextmanager
+def writing(path: str | Path, flag: str) -> Iterator[None]:
+    """Around the writing of an output file: a failure (disk full, the file made read-only meanwhile)
+    becomes one clear OutputError."""
     try:
-        path.write_text(text, encoding="utf-8")
+        yield
     except OSError as exc:
         raise OutputError(f"{flag} {path} could not be written: {exc.strerror or exc}") from None

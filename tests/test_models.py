@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tokenizers import Tokenizer, models, pre_tokenizers
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+from transformers import LlamaForCausalLM
 
 from specviz import builtin
 from specviz.models import (
@@ -28,33 +27,9 @@ from specviz.models import (
     resolve_quantize,
     resolve_source,
 )
+from specviz.tiny import save_tiny
 
 # ---------------------------------------------------------------- tiny local models
-
-def tiny_tokenizer(symbols: str) -> PreTrainedTokenizerFast:
-    """One token per character of `symbols`, plus <eos> and <unk>; no pad token (load_pair must add one)."""
-    vocab = {s: i for i, s in enumerate(["<eos>", "<unk>", *dict.fromkeys(symbols)])}
-    core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    core.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
-    return PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<eos>", unk_token="<unk>")
-
-
-def save_tiny(folder: Path, symbols: str | None, vocab_size: int | None = None, seed: int = 0) -> Path:
-    """A random 1-layer Llama in folder, with a tokenizer over `symbols` (None: weights only).
-
-    Llama, not Qwen2: AutoTokenizer reads a generic tokenizer saved next to a qwen2 config as a
-    Qwen2Tokenizer, which adds <|endoftext|> (one token more than the model has rows).
-    """
-    tokenizer = tiny_tokenizer(symbols) if symbols is not None else None
-    size = vocab_size or len(tokenizer)
-    config = LlamaConfig(vocab_size=size, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                         num_attention_heads=2, num_key_value_heads=1, eos_token_id=0, tie_word_embeddings=False)
-    torch.manual_seed(seed)
-    LlamaForCausalLM(config).save_pretrained(folder)
-    if tokenizer is not None:
-        tokenizer.save_pretrained(folder)
-    return folder
-
 
 LETTERS = string.ascii_lowercase + " "
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from ..cli_args import add_config_arguments, config_from, output_path, pair_spec, write_output
+from ..cli_args import add_config_arguments, config_from, output_path, pair_spec, writing
 from ..config import SpecConfig
 from ..progress import ConsoleProgress
 from ..prompts import DEFAULT_PROMPTS, ROOT, load_prompts
@@ -121,9 +121,11 @@ def main(args: argparse.Namespace) -> int:
     print()
     print(format_table(doc))
 
-    write_output(json_path, json.dumps(doc, indent=1, ensure_ascii=False), "--json")
+    with writing(json_path, "--json"):
+        json_path.write_text(json.dumps(doc, indent=1, ensure_ascii=False), encoding="utf-8")
     print(f"\nJSON: {json_path}")
     if curve_path is not None:
-        write_output(curve_path, json.dumps(doc["verify_curve"], indent=1), "--curve-out")
+        with writing(curve_path, "--curve-out"):
+            curve_path.write_text(json.dumps(doc["verify_curve"], indent=1), encoding="utf-8")
         print(f"verify-cost curve: {curve_path}")
     return 0
