@@ -38,8 +38,8 @@ def load_prompts(path: str | Path = DEFAULT_PROMPTS, categories: Sequence[str] |
         for index, prompt in enumerate(prompts):
             try:
                 check_prompt_text(prompt)
-            except PromptError as exc:
-                raise PromptError(f"{path.name}, {category} prompt {index + 1}: {exc}") from None
+            except PromptError as exc:     # a file's content, as the other errors here (the app catches these)
+                raise ConfigError(f"{path.name}, {category} prompt {index + 1}: {exc}") from None
     return {c: ps for c, ps in chosen.items() if ps}
 
 

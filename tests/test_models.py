@@ -6,10 +6,13 @@ the built-in pair when it has been prepared (python -m specviz prepare).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import string
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -315,6 +318,64 @@ def test_prepare_is_atomic_and_runs_once(site, tmp_path, monkeypatch):
     assert {p.name for p in folder.iterdir()} == {builtin.MARKER, "model.safetensors"}
     assert not list(root.rglob("*.gguf"))                                       # the .gguf is deleted
     assert builtin.prepare_model(model, root) == folder and calls == [True]      # done: not redone
+
+
+def fake_convert(calls: list[bool], delay: float = 0.0):
+    def convert(gguf, out, model, progress=None):
+        calls.append(gguf.read_bytes() == b"".join(CHUNKS))
+        time.sleep(delay)
+        (out / "model.safetensors").write_bytes(b"weights")
+    return convert
+
+
+@pytest.mark.parametrize("marker", [
+    {"format": builtin.FORMAT - 1},                       # an older conversion: redone
+    {"sha256": "0" * 64},                                  # another model's cache under this name: replaced
+    None,                                                  # a damaged marker
+])
+def test_a_stale_or_foreign_cache_is_converted_again_and_replaced(site, tmp_path, monkeypatch, marker):
+    model = fake_parts(site, CHUNKS)
+    root = tmp_path / "cache"
+    folder = builtin.converted_dir(model, root)
+    folder.mkdir(parents=True)
+    (folder / "left-over.bin").write_bytes(b"old")
+    good = {"format": builtin.FORMAT, "sha256": model.sha256}
+    (folder / builtin.MARKER).write_text("{not json" if marker is None else json.dumps({**good, **marker}))
+    assert not builtin.is_converted(model, root)
+    calls: list[bool] = []
+    monkeypatch.setattr(builtin, "convert", fake_convert(calls))
+    assert builtin.prepare_model(model, root) == folder and calls == [True]
+    assert builtin.is_converted(model, root)
+    assert {p.name for p in folder.iterdir()} == {builtin.MARKER, "model.safetensors"}   # replaced, not merged
+
+
+def test_too_little_free_space_is_refused_before_any_copying(site, tmp_path, monkeypatch):
+    model = fake_parts(site, CHUNKS)
+    need = model.size + model.converted_size + (256 << 20)
+    monkeypatch.setattr(builtin.shutil, "disk_usage", lambda path: shutil_usage(free=need - 1))
+    monkeypatch.setattr(builtin, "assemble", lambda *args, **kwargs: pytest.fail("copied with no room"))
+    with pytest.raises(ModelLoadError, match=r"needs 0\.3 GB free in .*, which has 0\.3 GB\. Free some space or "
+                                             r"point SPECVIZ_CACHE at a larger disk"):
+        builtin.prepare_model(model, tmp_path / "cache")
+    monkeypatch.setattr(builtin.shutil, "disk_usage", lambda path: shutil_usage(free=need))
+    builtin.check_free_space(model, tmp_path)                                    # exactly enough is enough
+
+
+def shutil_usage(free: int):
+    import shutil
+    return shutil._ntuple_diskusage(total=free * 2, used=free, free=free)
+
+
+def test_two_prepares_at_once_convert_once(site, tmp_path, monkeypatch):
+    model = fake_parts(site, CHUNKS)
+    root = tmp_path / "cache"
+    calls: list[bool] = []
+    monkeypatch.setattr(builtin, "convert", fake_convert(calls, delay=0.5))   # the second waits on the lock
+    with ThreadPoolExecutor(2) as pool:
+        folders = list(pool.map(lambda _: builtin.prepare_model(model, root), range(2)))
+    assert folders[0] == folders[1] == builtin.converted_dir(model, root)
+    assert calls == [True] and builtin.is_converted(model, root)
+    assert [p.name for p in root.iterdir() if p.name.startswith(".tmp-")] == []
 
 
 # ---------------------------------------------------------------- the real built-in pair
