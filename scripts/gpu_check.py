@@ -28,8 +28,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from specviz.bench import (BenchSettings, format_curve, format_table, load_prompts,  # noqa: E402
-                           run_benchmark)
+from specviz.bench import BenchSettings, format_curve, format_table, load_prompts, run_benchmark  # noqa: E402
 from specviz.config import SpecConfig  # noqa: E402
 from specviz.kvcache import compiled_decoder, enable_compiled_decoding  # noqa: E402
 from specviz.models import ModelPair, PairSpec, compute_dtype  # noqa: E402
@@ -91,12 +90,13 @@ def describe_costs(doc: dict, label: str) -> float:
     curve = doc["verify_curve"]
     t, d = curve["target_step_seconds"], curve["draft_step_seconds"]
     c = curve["cost_ratio_c"]
-    verify = ", ".join(f"g={g}: {s * 1000:.2f} ms" for g, s in zip(curve["gamma"], curve["target_seconds"]))
+    verify = ", ".join(f"g={g}: {s * 1000:.2f} ms"
+                       for g, s in zip(curve["gamma"], curve["target_seconds"], strict=True))
     print(f"[{label}] target step {t * 1000:.2f} ms, draft step {d * 1000:.2f} ms, c = {c:.3f}; verify {verify}")
     return c
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--out", default=str(ROOT / "out"))
@@ -107,7 +107,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compile", choices=["auto", "on", "off"], default="auto",
                         help="static cache + CUDA graphs for the one-token steps: auto = when c > 0.5")
     parser.add_argument("--dry-run", action="store_true", help="scaled-down models (a CPU check of this script)")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def run_compiled(pair: ModelPair, prompts: dict[str, list[str]], settings: BenchSettings, *, eager: dict,
+                 c: float, backend: str, log) -> dict:
+    """The benchmark again with a static KV cache and CUDA graphs for the one-token steps of both models."""
+    log("static KV cache + torch.compile (mode reduce-overhead: CUDA graphs) for the draft's and the "
+        "target's one-token steps; compiling ...")
+    t = time.perf_counter()
+    for model in (pair.target, pair.draft):
+        enable_compiled_decoding(model, backend=backend)
+    ours = replace(settings, methods=("baseline", "speculative"))
+    # the benchmark's warm-up compiles; a second short run makes sure the graphs are captured
+    run_benchmark(pair, {k: v[:1] for k, v in prompts.items()}, replace(ours, curve_gammas=1, curve_repeats=1), log)
+    log(f"compiled and warm in {time.perf_counter() - t:.1f} s")
+    compiled = run_benchmark(pair, prompts, ours, log)
+    print(format_curve(compiled["verify_curve"]))
+    print(format_table(compiled))
+    c2 = describe_costs(compiled, "compiled")
+    steps = {role: compiled_decoder(m).steps for role, m in (("target", pair.target), ("draft", pair.draft))}
+    print(f"compiled one-token steps taken: {steps}; c {c:.3f} -> {c2:.3f}; baseline "
+          f"{eager['overall']['tokens_per_second']['baseline']:.1f} -> "
+          f"{compiled['overall']['tokens_per_second']['baseline']:.1f} tok/s")
+    return compiled
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
 
     device = torch.device(args.device)
     if device.type == "cuda":
@@ -148,25 +175,8 @@ def main(argv: list[str] | None = None) -> int:
         verdict = "launch-bound" if c > LAUNCH_BOUND else "not launch-bound"
         print(f"the draft's step costs {c:.2f} of the target's (threshold {LAUNCH_BOUND}): {verdict}")
     if compile_now:
-        log("static KV cache + torch.compile (mode reduce-overhead: CUDA graphs) for the draft's and the "
-            "target's one-token steps; compiling ...")
-        t = time.perf_counter()
         backend = "eager" if args.dry_run and device.type == "cpu" else "inductor"
-        for model in (pair.target, pair.draft):
-            enable_compiled_decoding(model, backend=backend)
-        ours = replace(settings, methods=("baseline", "speculative"))
-        # the benchmark's warm-up compiles; a second short run makes sure the graphs are captured
-        run_benchmark(pair, {k: v[:1] for k, v in prompts.items()}, replace(ours, curve_gammas=1, curve_repeats=1), log)
-        log(f"compiled and warm in {time.perf_counter() - t:.1f} s")
-        compiled = run_benchmark(pair, prompts, ours, log)
-        print(format_curve(compiled["verify_curve"]))
-        print(format_table(compiled))
-        c2 = describe_costs(compiled, "compiled")
-        steps = {role: compiled_decoder(m).steps for role, m in (("target", pair.target), ("draft", pair.draft))}
-        print(f"compiled one-token steps taken: {steps}; c {c:.3f} -> {c2:.3f}; baseline "
-              f"{doc['overall']['tokens_per_second']['baseline']:.1f} -> "
-              f"{compiled['overall']['tokens_per_second']['baseline']:.1f} tok/s")
-        results["compiled"] = compiled
+        results["compiled"] = run_compiled(pair, prompts, settings, eager=doc, c=c, backend=backend, log=log)
     if device.type == "cuda":
         print(f"peak GPU memory: {torch.cuda.max_memory_allocated(device) / 2**30:.2f} GiB")
     path = out / f"gpu-check-{device.type}.json"

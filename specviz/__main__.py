@@ -12,9 +12,18 @@ from dataclasses import asdict
 
 from .bench import add_arguments as add_bench_arguments
 from .bench import main as bench_main
-from .cli_args import OneLineParser, add_config_arguments, add_pair_arguments, config_from, pair_spec
+from .cli_args import (
+    OneLineParser,
+    add_config_arguments,
+    add_pair_arguments,
+    config_from,
+    output_path,
+    pair_spec,
+    writing,
+)
 from .errors import UserError
 from .progress import ConsoleProgress
+from .prompts import check_prompt_text
 from .runs import PromptError
 
 
@@ -27,35 +36,53 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from .models import load_pair
-    from .runs import encode, run_trace, speedup
-    from .trace import save_trace
+    from .runs import encode, run_trace
 
     config = config_from(args)
+    # every check a user's input can fail runs before the models load (seconds to minutes)
     if not args.prompt or not args.prompt.strip():
         raise PromptError("the prompt is empty: pass --prompt TEXT")
+    check_prompt_text(args.prompt)
+    trace_path = output_path(args.save_trace, "--save-trace") if args.save_trace else None
     pair = load_pair(pair_spec(args), progress=None if args.json else ConsoleProgress())
     ids = encode(pair, args.prompt, chat=not args.raw)
     trace = run_trace(pair, args.prompt, config, baseline=args.baseline, prompt_ids=ids)
-    if args.save_trace:
-        save_trace(trace, args.save_trace)
+    if trace_path is not None:
+        from .trace import save_trace
+        with writing(trace_path, "--save-trace"):
+            save_trace(trace, trace_path)
+    if args.json:
+        json.dump(_json_document(trace), sys.stdout, ensure_ascii=False)
+        print()
+    else:
+        _print_run(trace)
+    return 0
+
+
+def _json_document(trace) -> dict:
+    from .runs import speedup
+
     s = trace.summary
     summary = {key: getattr(s, key) for key in
                ("new_tokens", "rounds", "acceptance_rate", "mean_accepted_per_round", "seconds", "tokens_per_second",
                 "prefill_seconds", "draft_seconds", "verify_seconds", "finish_reason")}
-    if args.json:
-        document = {"text": s.text, "token_ids": list(s.token_ids), "rounds": [asdict(r) for r in trace.rounds],
-                    "summary": summary, "config": config.to_dict(), "pair": trace.pair}
-        if trace.baseline_summary is not None:
-            b = trace.baseline_summary
-            document["baseline"] = {"text": b.text, "token_ids": list(b.token_ids), "seconds": b.seconds,
-                                    "tokens_per_second": b.tokens_per_second}
-            document["speedup"] = speedup(trace)
-        json.dump(document, sys.stdout, ensure_ascii=False)
-        print()
-        return 0
+    document = {"text": s.text, "token_ids": list(s.token_ids), "rounds": [asdict(r) for r in trace.rounds],
+                "summary": summary, "config": trace.config.to_dict(), "pair": trace.pair}
+    if trace.baseline_summary is not None:
+        b = trace.baseline_summary
+        document["baseline"] = {"text": b.text, "token_ids": list(b.token_ids), "seconds": b.seconds,
+                                "tokens_per_second": b.tokens_per_second}
+        document["speedup"] = speedup(trace)
+    return document
+
+
+def _print_run(trace) -> None:
+    from .runs import speedup
+
+    s, config = trace.summary, trace.config
+    drafter = trace.pair.get("draft") if config.drafter == "model" else "n-gram lookup"
     print(s.text)
-    print(f"\n--- speculative ({trace.pair.get('target')} <- {trace.pair.get('draft') if config.drafter == 'model' else 'n-gram lookup'}, "
-          f"{trace.pair.get('device')}) ---")
+    print(f"\n--- speculative ({trace.pair.get('target')} <- {drafter}, {trace.pair.get('device')}) ---")
     print(f"{s.new_tokens} tokens in {s.rounds} rounds, acceptance {s.acceptance_rate:.2f}, "
           f"{s.mean_accepted_per_round:.2f} accepted per round, {s.tokens_per_second:.2f} tok/s ({s.finish_reason})")
     if config.alternatives:
@@ -64,8 +91,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if trace.baseline_summary is not None:
         b = trace.baseline_summary
         same = "identical" if b.token_ids == s.token_ids else "different"
-        print(f"baseline (target alone): {b.tokens_per_second:.2f} tok/s; speed-up {speedup(trace):.2f}x; texts {same}")
-    return 0
+        print(f"baseline (target alone): {b.tokens_per_second:.2f} tok/s; speed-up {speedup(trace):.2f}x; "
+              f"texts {same}")
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -81,7 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--raw", action="store_true", help="plain continuation, no chat template")
     generate.add_argument("--baseline", action="store_true", help="also run the target alone and report the speed-up")
     generate.add_argument("--json", action="store_true", help="print one JSON document")
-    generate.add_argument("--save-trace", metavar="PATH", help="save the whole run as a trace JSON (replayable in the app)")
+    generate.add_argument("--save-trace", metavar="PATH",
+                          help="save the whole run as a trace JSON (replayable in the app)")
     add_pair_arguments(generate)
     add_config_arguments(generate)
     bench = commands.add_parser("bench", help="benchmark: target alone vs ours vs transformers' assisted generation")

@@ -6,10 +6,8 @@ dequantize it (minutes on CPU), save float32 safetensors, delete the .gguf. Late
 safetensors only. The cache directory is `$SPECVIZ_CACHE`, else ~/.cache/specviz.
 
 Why float32 on disk: it is what the app computes in on CPU and it is the exact dequantized weights;
-from_pretrained memory-maps it (no copy), so several processes share one copy in the page cache.
-Measured on the 2-core CPU (draft): fp32 loads in 1.6-1.8 s; bf16, cast to fp32 at load, in 3.2-3.6 s,
-and it moves the logits by up to 0.12. It costs disk: 9.65 GB for both models (the .gguf is deleted).
-Preparing both from scratch took 128-133 s and peaked at 9.1 GB of RAM.
+from_pretrained memory-maps it (no copy), so several processes share one copy in the page cache. It costs
+disk (see docs/DESIGN.md, "Loading: the built-in pair's cache" for the figures and the bf16 alternative).
 """
 from __future__ import annotations
 
@@ -22,10 +20,9 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from .errors import ModelLoadError
 from .progress import Progress, monotone, relay_tqdm, scaled
@@ -36,7 +33,7 @@ FORMAT = 2                        # bump when the conversion changes, so old cac
 # The GGUFs keep only <|im_end|> as EOS; the original releases' generation_config also stops at <|endoftext|>.
 EOS_TOKEN_IDS = [151645, 151643]
 # Parsing the GGUF metadata (151k tokens and merges, three times) costs as much time as this many bytes
-# of weights: used to split one progress bar between the two models (measured: 79 s and 48 s).
+# of weights: used to split one progress bar between the two models (docs/DESIGN.md, "Loading: progress").
 FIXED_COST = 850_000_000
 
 
@@ -120,7 +117,8 @@ DRAFT = BuiltinModel(
 
 MODELS = (TARGET, DRAFT)
 
-# Share of one model's preparation spent in each stage (measured on the 2-core CPU), for the progress bar.
+# Share of one model's preparation spent in each stage, for the progress bar (measured: docs/DESIGN.md,
+# "Loading: progress").
 STAGES = {"assemble": (0.0, 0.06), "tokenizer": (0.06, 0.2), "config": (0.2, 0.55), "weights": (0.55, 0.8),
           "save": (0.8, 1.0)}
 

@@ -1,11 +1,17 @@
 """The command line's shared parts: the parser that fails in one line, the pair and config arguments
-(used by generate, bench and scripts/gpu_check.py), and turning them into a PairSpec and a SpecConfig."""
+(used by generate, bench and scripts/gpu_check.py), turning them into a PairSpec and a SpecConfig, and
+output files checked before the models load."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 from .config import ConfigError, SpecConfig
+from .errors import OutputError
 from .models import PairSpec
 
 
@@ -16,19 +22,26 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--target", default="builtin", help="target model: builtin, a hub id, a local dir or a .gguf file")
-    parser.add_argument("--draft", default=None, help="draft model (default: the built-in draft when the target is built-in)")
+    parser.add_argument("--target", default="builtin",
+                        help="target model: builtin, a hub id, a local dir or a .gguf file")
+    parser.add_argument("--draft", default=None,
+                        help="draft model (default: the built-in draft when the target is built-in)")
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
-    parser.add_argument("--no-quantize-draft", action="store_true", help="keep the draft in float on CPU (default: int8 Linear layers)")
-    parser.add_argument("--trust-remote-code", action="store_true", help="allow a model's own code to run (off by default)")
+    parser.add_argument("--no-quantize-draft", action="store_true",
+                        help="keep the draft in float on CPU (default: int8 Linear layers)")
+    parser.add_argument("--trust-remote-code", action="store_true",
+                        help="allow a model's own code to run (off by default)")
 
 
-def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    defaults = SpecConfig()
+def add_config_arguments(parser: argparse.ArgumentParser, defaults: SpecConfig | None = None) -> None:
+    """The SpecConfig settings, defaulting to `defaults` (SpecConfig()'s own when None)."""
+    defaults = defaults if defaults is not None else SpecConfig()
     parser.add_argument("--drafter", choices=["model", "ngram"], default=defaults.drafter)
-    parser.add_argument("--gamma", type=int, default=defaults.gamma, help="draft length (the start value if adaptive)")
+    parser.add_argument("--gamma", type=int, default=defaults.gamma,
+                        help="draft length (the start value if the schedule is not constant)")
     parser.add_argument("--schedule", choices=["constant", "adaptive", "auto"], default=defaults.schedule,
-                        help="auto: drafts up to --gamma-max while the draft is confident, plain steps while it does not pay")
+                        help="auto: drafts up to --gamma-max while the draft is confident, "
+                             "plain steps while it does not pay")
     parser.add_argument("--gamma-max", type=int, default=defaults.gamma_max)
     parser.add_argument("--lookahead", type=int, default=defaults.lookahead,
                         help="model drafter: prompt-lookup guesses scored per draft forward (0 = off)")
@@ -48,7 +61,8 @@ def pair_spec(args: argparse.Namespace) -> PairSpec:
     draft = args.draft
     if draft is None and args.drafter == "model":
         if args.target != "builtin":
-            raise ConfigError("a hub or local target needs --draft ID (a small model with the same tokenizer) or --drafter ngram")
+            raise ConfigError("a hub or local target needs --draft ID (a small model with the same tokenizer) "
+                              "or --drafter ngram")
         draft = "builtin"
     # The n-gram drafter needs no draft model, so none is loaded unless one is named.
     return PairSpec(target=args.target, draft=draft, device=args.device,
@@ -64,3 +78,32 @@ def config_from(args: argparse.Namespace) -> SpecConfig:
         seed=args.seed, max_new_tokens=args.max_new_tokens, drafter=args.drafter, lookahead=args.lookahead,
         alternatives=args.alternatives,
     ).validate()
+
+
+def output_path(path: str | Path, flag: str, make_parents: bool = False) -> Path:
+    """An output file, refused now if it cannot be written (a directory, no permission, no such folder),
+    not after minutes of loading and running. A file this check creates is removed again."""
+    target = Path(path).expanduser()
+    if target.is_dir():
+        raise OutputError(f"{flag} {path} is a directory: give a file name")
+    existed = target.exists()
+    try:
+        if make_parents:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise OutputError(f"{flag} {path} cannot be written: {exc.strerror or exc}") from None
+    if not existed:
+        os.unlink(target)
+    return target
+
+
+@contextlib.contextmanager
+def writing(path: str | Path, flag: str) -> Iterator[None]:
+    """Around the writing of an output file: a failure (disk full, the file made read-only meanwhile)
+    becomes one clear OutputError."""
+    try:
+        yield
+    except OSError as exc:
+        raise OutputError(f"{flag} {path} could not be written: {exc.strerror or exc}") from None

@@ -12,6 +12,7 @@ DrafterName = Literal["model", "ngram"]
 MAX_NEW_TOKENS_LIMIT = 1024
 GAMMA_LIMIT = 32
 MAX_ALTERNATIVES = 8
+SEED_LIMIT = 2**64 - 1    # torch's manual_seed takes [-2**63, 2**64 - 1] and maps a negative seed onto a large one
 
 
 class ConfigError(UserError, ValueError):
@@ -69,6 +70,8 @@ class SpecConfig:
             raise ConfigError(f"lookahead must be between 0 (off) and {GAMMA_LIMIT}, got {self.lookahead}")
         if not 0 <= self.alternatives <= MAX_ALTERNATIVES:
             raise ConfigError(f"alternatives must be between 0 (off) and {MAX_ALTERNATIVES}, got {self.alternatives}")
+        if not 0 <= self.seed <= SEED_LIMIT:
+            raise ConfigError(f"seed must be between 0 and {SEED_LIMIT} (2**64 - 1), got {self.seed}")
         if not 1 <= self.ngram_size <= 8:
             raise ConfigError(f"n-gram size must be between 1 and 8, got {self.ngram_size}")
         return self

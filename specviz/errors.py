@@ -10,3 +10,7 @@ class UserError(Exception):
 
 class ModelLoadError(UserError, RuntimeError):
     """A pair that cannot be loaded; the message says what to do about it."""
+
+
+class OutputError(UserError, OSError):
+    """An output file (a trace, a benchmark's JSON) that cannot be written where the user asked."""

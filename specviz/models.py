@@ -7,27 +7,26 @@ target's). Remote code runs only on an explicit opt-in. The pair must share one 
 """
 from __future__ import annotations
 
-import ctypes
-import mmap
 import os
-import sys
 import threading
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
+from safetensors import SafetensorError
 
 from . import builtin
 from .errors import ModelLoadError
 from .fastpath import prepack_linears, replace_in_threads
+from .prefetch import prefetch_files
 from .progress import Progress, relay_tqdm, scaled
 
 BUILTIN = "builtin"
 TRUST_REMOTE_CODE_ENV = "SPECVIZ_TRUST_REMOTE_CODE"   # "1" is an explicit opt-in, like PairSpec.trust_remote_code
 GPU_HEADROOM = 0.85                                  # share of one GPU's free memory the target may fill
-
 
 
 @dataclass(frozen=True)
@@ -169,9 +168,9 @@ def resolve_quantize(flag: bool | None, device: torch.device) -> bool:
 def quantize_draft(model: Any) -> Any:
     """int8 weights, prepacked for fbgemm: on CPU the draft's Linear layers cost several times less per token.
 
-    The same result as torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8),
-    3-5x faster (measured on the built-in draft, 2 cores: 9.9 s -> 1.9 s): layers are quantized in
-    parallel threads (torch releases the GIL), and no throwaway zero weight is packed per layer.
+    The same result as torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8), faster:
+    layers are quantized in parallel threads (torch releases the GIL), and no throwaway zero weight is packed
+    per layer (see docs/DESIGN.md, "Loading: quantizing the draft").
     """
     linears = [(name, module) for name, module in model.named_modules() if type(module) is torch.nn.Linear]
     with warnings.catch_warnings():
@@ -233,7 +232,7 @@ def call_pretrained(source: Source, loader: Callable[..., Any]) -> Any:
     """Run one from_pretrained-like loader; turn what a user can cause into a ModelLoadError.
 
     Hub ids try the local cache first: a cached model then loads without a network round trip
-    (which, with no network, costs ~25 s of retries before failing).
+    (with no network, retries cost tens of seconds before failing: see docs/DESIGN.md, "Loading: hub ids").
     """
     try:
         if source.kind != "hub":
@@ -250,6 +249,18 @@ def call_pretrained(source: Source, loader: Callable[..., Any]) -> Any:
         raise ModelLoadError(f"The {source.role} model {source.given} could not be loaded: {first_line(exc)}") from exc
     except OSError as exc:
         raise not_found_error(source, exc) from exc
+    except SafetensorError as exc:
+        raise damaged_weights_error(source, exc) from None
+
+
+def damaged_weights_error(source: Source, exc: Exception) -> ModelLoadError:
+    """A safetensors file that is not one (truncated by a full disk or an interrupted copy, overwritten)."""
+    detail = first_line(exc)
+    if source.kind == "builtin":
+        return ModelLoadError(f"The built-in {source.role} model's converted weights in {source.path} are damaged "
+                              f"({detail}): delete that folder and run python -m specviz prepare again.")
+    return ModelLoadError(f"The {source.role} model {source.given} has a damaged safetensors file ({detail}): "
+                          f"save or download the model again.")
 
 
 def remote_code_error(source: Source) -> ModelLoadError:
@@ -300,7 +311,6 @@ def load_model(source: Source, config: Any | None, device: torch.device, dtype: 
                allow_code: bool, shard: bool) -> Any:
     """from_pretrained straight onto the device (no CPU copy first); sharded by accelerate if asked."""
     from transformers import AutoModelForCausalLM, GgufConfig
-
 
     kwargs: dict[str, Any] = {"dtype": dtype, "trust_remote_code": allow_code, **source.file_kwargs()}
     if source.gguf_file:    # a dense model, as for the built-in pair (kernels could keep GGUF blocks otherwise)
@@ -397,8 +407,10 @@ def load_pair(spec: PairSpec, progress: Progress | None = None) -> ModelPair:
     (target, draft), report = prepare_builtin_sources((target, draft), progress)
 
     report("reading configs and tokenizers", 0.02)
+    # a GGUF's config is slow to read: on CPU it is not needed ahead of the weights (docs/DESIGN.md, "Loading: GGUF
+    # configs")
     configs = {s.role: load_config(s, allow_code) for s in (target, draft)
-               if s is not None and (s.gguf_file is None or device.type == "cuda")}   # a GGUF's config costs ~13 s
+               if s is not None and (s.gguf_file is None or device.type == "cuda")}
     tokenizer = pair_tokenizer(target, draft, configs, allow_code)
     prefetch_weights([s for s in (draft, target) if s is not None])   # the order they are first read in full
 
@@ -406,7 +418,8 @@ def load_pair(spec: PairSpec, progress: Progress | None = None) -> ModelPair:
     draft_model = None
     if draft is not None and not shard:     # first: the prefetch reads its weights first, and quantizing it can
         report(f"loading the draft {draft.label}", 0.3)  # overlap the reading of the target's
-        draft_model = load_draft(draft, configs.get("draft"), device, dtype, allow_code, quantize, tokenizer, report)
+        draft_model = load_draft(draft, configs.get("draft"), device=device, dtype=dtype, allow_code=allow_code,
+                                 quantize=quantize, tokenizer=tokenizer, report=report)
     report(f"loading the target {target.label}", 0.45)
     target_model = load_model(target, configs.get("target"), device, dtype, allow_code, shard)
     check_width(target_model.config, tokenizer, target)
@@ -415,7 +428,8 @@ def load_pair(spec: PairSpec, progress: Progress | None = None) -> ModelPair:
         device = target_model.get_input_embeddings().weight.device
         if draft is not None:
             report(f"loading the draft {draft.label}", 0.55)
-            draft_model = load_draft(draft, configs.get("draft"), device, dtype, allow_code, quantize, tokenizer, report)
+            draft_model = load_draft(draft, configs.get("draft"), device=device, dtype=dtype, allow_code=allow_code,
+                                     quantize=quantize, tokenizer=tokenizer, report=report)
     prepacked = 0
     if spec.prepack_target and not shard:
         report("prepacking the target's weights for oneDNN", 0.65)
@@ -446,68 +460,10 @@ def load_draft(draft: Source, config: Any | None, device: torch.device, dtype: t
 
 
 def prefetch_weights(sources: list[Source], piece: int = 64 << 20) -> threading.Thread | None:
-    """Bring the sources' local safetensors files into the page cache, in order, in a background thread.
-
-    from_pretrained memory-maps them, so their pages are first read when quantizing the draft and packing
-    the target touch them, in small scattered reads: after the page cache was emptied, the built-in pair's
-    9.6 GB came at about 0.4 GB/s here and loading took 29-33 s. madvise(MADV_POPULATE_READ) over large
-    pieces reads them front to back at about 2 GB/s with next to no CPU (plain reads: 1.3 GB/s and a core
-    busy copying), and the load takes 16-24 s. Files come in the order given: the order they are used in.
-    """
+    """Read the sources' local safetensors files into the page cache in the background, in the order given
+    (the order they are used in): from_pretrained only memory-maps them. See specviz.prefetch."""
     files = [f for s in sources if s.kind in ("builtin", "dir") for f in sorted(Path(s.path).glob("*.safetensors"))]
-    if not files or sum(f.stat().st_size for f in files) > physical_memory() // 2:
-        return None     # nothing local, or more than the page cache could keep until it is used
-    thread = threading.Thread(target=_populate, args=(files, piece), name="specviz-prefetch", daemon=True)
-    thread.start()
-    return thread
-
-
-def _populate(files: list[Path], piece: int) -> None:
-    for file in files:
-        try:
-            with open(file, "rb", buffering=0) as handle:
-                size = os.fstat(handle.fileno()).st_size
-                if size and not _madvise_populate(handle.fileno(), size, piece):
-                    while handle.read(piece):       # no madvise here: plain reads fill the page cache as well
-                        pass
-        except OSError:     # only a warm-up: from_pretrained reports a bad file itself
-            return
-
-
-def _madvise_populate(fd: int, size: int, piece: int) -> bool:
-    """MADV_POPULATE_READ (Linux 5.14+) over a private read-only mapping of fd; False where it is not available.
-
-    Through ctypes, which lets go of the GIL during the call (mmap.madvise holds it, and would stall the
-    loading thread for as long as the disk takes).
-    """
-    madv_populate_read = 22     # linux/mman.h
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.mmap.restype = ctypes.c_void_p
-        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-        libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-    except (OSError, AttributeError):
-        return False
-    address = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_PRIVATE, fd, 0)
-    if address is None or address == ctypes.c_void_p(-1).value:
-        return False
-    try:
-        for start in range(0, size, piece):
-            if libc.madvise(address + start, min(piece, size - start), madv_populate_read) != 0:
-                return start > 0    # refused at once: an older kernel (the caller reads instead)
-        return True
-    finally:
-        libc.munmap(address, size)
-
-
-def physical_memory() -> int:
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):    # not on this platform: assume a small machine
-        return 8 << 30
+    return prefetch_files(files, piece)
 
 
 def pair_tokenizer(target: Source, draft: Source | None, configs: dict[str, Any], allow_code: bool) -> Any:
@@ -528,11 +484,10 @@ def prepare_builtin_sources(sources: tuple[Source, Source | None], progress: Pro
     Returns the sources and the callback for the rest of the loading: a conversion takes the first
     90% of the caller's bar.
     """
-
     models = {"target": builtin.TARGET, "draft": builtin.DRAFT}
     wanted = [s for s in sources if s is not None and s.kind == "builtin"]
     split = 0.9 if any(not builtin.is_converted(models[s.role]) for s in wanted) else 0.0
     dirs = builtin.prepare_models([models[s.role] for s in wanted], scaled(progress, 0.0, split)) if wanted else []
-    paths = {s.role: str(d) for s, d in zip(wanted, dirs)}
+    paths = {s.role: str(d) for s, d in zip(wanted, dirs, strict=True)}
     resolved = tuple(replace(s, path=paths[s.role]) if s is not None and s.role in paths else s for s in sources)
     return (resolved[0], resolved[1]), scaled(progress, split, 1.0 - split)

@@ -6,10 +6,11 @@ The character-level tokenizer covers printable ASCII, so app tests can type real
 from __future__ import annotations
 
 import string
+from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
 from .models import ModelPair, PairSpec
 
@@ -65,3 +66,29 @@ def tiny_pair(alphabet: str = PRINTABLE, seed: int = 0, noise: float = 0.05) -> 
              "device": "cpu", "dtype": "float32", "draft_quantized": "no"}
     return ModelPair(target, draft, tokenizer, torch.device("cpu"), torch.float32,
                      PairSpec(target="tiny", draft="tiny"), names)
+
+
+def eos_tokenizer(symbols: str) -> PreTrainedTokenizerFast:
+    """One token per character of `symbols`, plus <eos> and <unk>; no pad token (load_pair must add one)."""
+    vocab = {s: i for i, s in enumerate(["<eos>", "<unk>", *dict.fromkeys(symbols)])}
+    core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
+    return PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<eos>", unk_token="<unk>")
+
+
+def save_tiny(folder: Path, symbols: str | None, vocab_size: int | None = None, seed: int = 0) -> Path:
+    """A random 1-layer Llama saved in folder (a local model directory for load_pair), with a tokenizer over
+    `symbols` (None: weights only).
+
+    Llama, not Qwen2: AutoTokenizer reads a generic tokenizer saved next to a qwen2 config as a
+    Qwen2Tokenizer, which adds <|endoftext|> (one token more than the model has rows).
+    """
+    tokenizer = eos_tokenizer(symbols) if symbols is not None else None
+    size = vocab_size or len(tokenizer)
+    config = LlamaConfig(vocab_size=size, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, eos_token_id=0, tie_word_embeddings=False)
+    torch.manual_seed(seed)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(folder)
+    return folder

@@ -2,14 +2,25 @@
 import argparse
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
-from specviz.bench import (BenchSettings, PeakMemory, Run, add_arguments, curve_time, format_curve, format_table,
-                           load_prompts, paired_ratio, run_benchmark)
+from specviz.bench import (
+    BenchSettings,
+    PeakMemory,
+    Run,
+    add_arguments,
+    curve_time,
+    format_curve,
+    format_table,
+    load_prompts,
+    paired_ratio,
+    run_benchmark,
+)
 from specviz.config import ConfigError, SpecConfig
-from specviz.tiny import tiny_pair
 from specviz.theory import expected_tokens
+from specviz.tiny import tiny_pair
 
 PROMPTS = {
     "code": ["def add(a, b):\n    return a + b\n\ndef add(a, b):", "for i in range(10):\n    print(i)\n"],
@@ -178,3 +189,66 @@ def test_repeats_count_the_least_disturbed_run(pair):
         assert doc["overall"]["tokens_per_second"][method] == pytest.approx(6 / best)
     assert doc["verify_curve"]["samples"] == 1 + 2          # the first set, then one more per prompt and repeat
     assert doc["overall"]["identical"] is True
+
+
+def test_prompt_files_with_text_a_tokenizer_cannot_take_are_refused(tmp_path):
+    path = tmp_path / "prompts.json"
+    path.write_text('{"code": ["fine", "ab\\udcffc"]}')                 # a lone surrogate, as JSON allows
+    with pytest.raises(ConfigError, match=r"prompts.json, code prompt 2: the prompt is not valid UTF-8 text: "
+                                          r"byte 0xff at character 3"):
+        load_prompts(path)
+    path.write_text(json.dumps({"prose": ["x" * 8001]}))
+    with pytest.raises(ConfigError, match="prose prompt 1: the prompt is 8001 characters long"):
+        load_prompts(path)
+
+
+def test_hf_matched_runs_transformers_with_our_draft_length_and_threshold(pair, monkeypatch):
+    from specviz.bench import PeakMemory, hf_matched_settings, run_method
+
+    assert hf_matched_settings(SpecConfig(gamma=3, draft_confidence=0.5)) == {
+        "num_assistant_tokens": 3, "assistant_confidence_threshold": 0.5, "num_assistant_tokens_schedule": "constant"}
+    auto = SpecConfig(gamma=4, schedule="auto", gamma_max=9, draft_confidence=0.7)
+    assert hf_matched_settings(auto)["num_assistant_tokens"] == 9          # auto drafts up to gamma_max
+    seen = []
+    real_generate = pair.target.generate
+
+    def spy(*args, **kwargs):
+        config = kwargs["assistant_model"].generation_config
+        seen.append((config.num_assistant_tokens, config.assistant_confidence_threshold,
+                     config.num_assistant_tokens_schedule))
+        return real_generate(*args, **kwargs)
+    monkeypatch.setattr(pair.target, "generate", spy)
+    before = pair.draft.generation_config
+    run = run_method(pair, "hf_matched", [5, 6, 7], replace(auto, max_new_tokens=3), PeakMemory(pair.device))
+    assert seen == [(9, 0.7, "constant")] and run.new_tokens == 3
+    assert pair.draft.generation_config is before                          # set for that call only
+
+
+def test_aggregate_mean_counts_every_repeat(pair):
+    settings = BenchSettings(config=SpecConfig(gamma=3, max_new_tokens=5), chat=False, curve_gammas=1,
+                             curve_repeats=1, warmup=False, repeats=2, aggregate="mean",
+                             methods=("baseline", "speculative"))
+    doc = run_benchmark(pair, {"code": PROMPTS["code"][:1]}, settings)
+    assert doc["settings"]["aggregate"] == "mean"
+    for method in ("baseline", "speculative"):
+        mine = [r for r in doc["runs"] if r["method"] == method]
+        decode = sum(r["seconds"] - r["prompt_pass_seconds"] for r in mine)
+        assert len(mine) == 2
+        assert doc["overall"]["tokens_per_second"][method] == pytest.approx(10 / decode)
+        assert doc["overall"]["e2e_tokens_per_second"][method] == pytest.approx(10 / sum(r["seconds"] for r in mine))
+
+
+def test_a_pair_without_a_draft_runs_the_ngram_drafter_and_no_assisted_generation(pair):
+    alone = replace(pair, draft=None)
+    settings = BenchSettings(config=SpecConfig(gamma=3, max_new_tokens=6, drafter="ngram"), chat=False,
+                             curve_gammas=1, curve_repeats=1, warmup=False,
+                             methods=("baseline", "speculative", "hf_plain"))
+    doc = run_benchmark(alone, {"code": PROMPTS["code"][:1]}, settings)
+    assert doc["settings"]["methods"] == ["baseline", "speculative", "hf_plain"]
+    assert doc["verify_curve"]["draft_samples"] is None and doc["verify_curve"]["cost_ratio_c"] is None
+    assert "predicted_speedup" not in doc["overall"] and doc["overall"]["identical"] is True
+    overall = next(line for line in format_table(doc).splitlines() if line.startswith("overall")).split()
+    assert overall[-4:-1] == ["-", "-", "-"] and overall[-1] == "yes"   # no c, no prediction, no efficiency
+    with pytest.raises(ConfigError, match="no draft model: choose --drafter ngram"):
+        run_benchmark(alone, PROMPTS, replace(settings, config=replace(settings.config, drafter="model"),
+                                              methods=("baseline", "speculative", "hf_assisted")))

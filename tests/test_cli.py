@@ -1,10 +1,20 @@
 """The command line: bad input gives one clear line on stderr and exit status 2, never a traceback."""
+import json
+import os
+import re
+import shutil
+import string
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+import torch
 
 from specviz.__main__ import main
+from specviz.config import SEED_LIMIT, ConfigError, SpecConfig
+from specviz.errors import ModelLoadError, OutputError
+from specviz.tiny import save_tiny
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
@@ -23,7 +33,8 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
     (["--prompt", "hi", "--top-p", "1.2"], "top-p must be in (0, 1]"),
     (["--prompt", "hi", "--gamma", "two"], "invalid int value"),
     (["--prompt", "hi", "--alternatives", "9"], "alternatives must be between 0 (off) and 8"),
-    (["--prompt", "hi", "--target", "no-such-org/no-such-model-xyz", "--draft", "no-such-org/tiny"], "no-such-org/no-such-model-xyz"),
+    (["--prompt", "hi", "--target", "no-such-org/no-such-model-xyz", "--draft", "no-such-org/tiny"],
+     "no-such-org/no-such-model-xyz"),
     (["--prompt", "hi", "--target", "/nonexistent/dir", "--drafter", "ngram"], "/nonexistent/dir"),
     (["--prompt", "hi", "--target", "some/model"], "needs --draft"),
 ])
@@ -63,3 +74,187 @@ def test_console_progress_writes_one_line_per_stage_in_a_log():
     lines = log.getvalue().splitlines()
     assert lines == ["[  0.0%] assembling the parts (0 of 1000 MiB)", "[ 50.0%] converting", "[100.0%] done"]
     assert "\r" not in log.getvalue()
+
+
+# ---------------------------------------------------------------- checks before loading, errors after running
+
+LETTERS = string.ascii_lowercase + " "
+
+
+@pytest.fixture(scope="module")
+def local_pair(tmp_path_factory) -> list[str]:
+    """--target/--draft arguments for a tiny random pair saved as local model directories."""
+    root = tmp_path_factory.mktemp("pair")
+    target, draft = save_tiny(root / "target", LETTERS, seed=0), save_tiny(root / "draft", LETTERS, seed=1)
+    return ["--target", str(target), "--draft", str(draft), "--device", "cpu"]
+
+
+# A target that fails in a second once loading starts: an error about anything else proves its check came first.
+NOT_LOADED = ["--target", "/nonexistent/model-dir", "--drafter", "ngram"]
+
+
+def assert_one_line(result: subprocess.CompletedProcess, message: str) -> None:
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2, result.stderr
+    assert lines and lines[-1].startswith("specviz: error:") and message in lines[-1], result.stderr
+    assert "Traceback" not in result.stderr and "/nonexistent/model-dir" not in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("seed", [str(2**64), "-1", str(10**30)])
+def test_seed_outside_what_torch_takes_is_one_line(seed):
+    assert_one_line(run_cli("generate", "--prompt", "hi", "--seed", seed, *NOT_LOADED),
+                    "seed must be between 0 and 18446744073709551615")
+
+
+def test_the_seed_limit_is_what_torch_accepts():
+    assert SpecConfig(seed=SEED_LIMIT).validate().seed == SEED_LIMIT
+    torch.Generator().manual_seed(SEED_LIMIT)
+    with pytest.raises((ValueError, RuntimeError, OverflowError)):
+        torch.Generator().manual_seed(SEED_LIMIT + 1)
+    with pytest.raises(ConfigError, match="seed must be between 0"):
+        SpecConfig(seed=-1).validate()
+
+
+def test_prompt_with_bytes_that_are_not_utf8_is_refused_before_loading():
+    args = [sys.executable, "-m", "specviz", "generate", "--prompt", b"ab\xffc", *NOT_LOADED]
+    result = subprocess.run(args, capture_output=True, text=True, timeout=300,
+                            env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"})
+    assert_one_line(result, "the prompt is not valid UTF-8 text: byte 0xff at character 3")
+
+
+def test_prompt_over_the_character_limit_is_refused_before_loading():
+    from specviz.runs import MAX_PROMPT_CHARS
+
+    result = run_cli("generate", "--prompt", "a" * (MAX_PROMPT_CHARS + 1), *NOT_LOADED)
+    assert_one_line(result, f"the prompt is {MAX_PROMPT_CHARS + 1} characters long; the limit is {MAX_PROMPT_CHARS}")
+
+
+def test_save_trace_to_a_directory_or_a_missing_folder_is_refused_before_loading(tmp_path):
+    assert_one_line(run_cli("generate", "--prompt", "hi", "--save-trace", str(tmp_path), *NOT_LOADED),
+                    f"--save-trace {tmp_path} is a directory")
+    missing = tmp_path / "no-such-folder" / "trace.json"
+    assert_one_line(run_cli("generate", "--prompt", "hi", "--save-trace", str(missing), *NOT_LOADED),
+                    "cannot be written: No such file or directory")
+    assert not missing.parent.exists()
+
+
+@pytest.mark.skipif(not Path("/proc/version").is_file(), reason="needs Linux's /proc")
+def test_save_trace_to_an_unwritable_file_is_refused_before_loading():
+    # /proc/version refuses writing even to root (chmod would not stop root)
+    assert_one_line(run_cli("generate", "--prompt", "hi", "--save-trace", "/proc/version", *NOT_LOADED),
+                    "--save-trace /proc/version cannot be written")
+
+
+def test_output_path_leaves_no_file_behind_and_refuses_a_read_only_one(tmp_path):
+    from specviz.cli_args import output_path
+
+    fresh = tmp_path / "new.json"
+    assert output_path(fresh, "--save-trace") == fresh and not fresh.exists()
+    kept = tmp_path / "old.json"
+    kept.write_text("old")
+    assert output_path(kept, "--json") == kept and kept.read_text() == "old"
+    assert output_path(tmp_path / "a" / "b.json", "--json", make_parents=True).parent.is_dir()
+    kept.chmod(0o444)
+    if os.access(kept, os.W_OK):
+        pytest.skip("running as root: a read-only mode does not stop writing")
+    with pytest.raises(OutputError, match="cannot be written: Permission denied"):
+        output_path(kept, "--json")
+
+
+def test_damaged_safetensors_in_a_local_model_is_one_line(tmp_path, local_pair):
+    target = Path(local_pair[1])
+    damaged = tmp_path / "damaged"
+    shutil.copytree(target, damaged)
+    weights = damaged / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])   # cut short, as by a full disk
+    result = run_cli("generate", "--prompt", "abc", "--target", str(damaged), "--drafter", "ngram", "--device", "cpu")
+    assert_one_line(result, f"The target model {damaged} has a damaged safetensors file")
+
+
+def test_damaged_builtin_cache_says_to_prepare_again(tmp_path):
+    from specviz.models import Source, call_pretrained, damaged_weights_error
+
+    builtin_source = Source("draft", "builtin", "builtin", str(tmp_path), "the draft")
+    assert "delete that folder and run python -m specviz prepare" in str(damaged_weights_error(builtin_source,
+                                                                                            ValueError("x")))
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"not weights")
+
+    def load(**_):
+        from safetensors.torch import load_file
+        return load_file(weights)
+    with pytest.raises(ModelLoadError, match="converted weights in .* are damaged"):
+        call_pretrained(builtin_source, load)
+
+
+def test_writing_the_trace_fails_in_one_line(local_pair, tmp_path, monkeypatch, capsys):
+    import errno
+
+    from specviz import trace
+
+    def full_disk(*_):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(trace, "save_trace", full_disk)
+    path = tmp_path / "trace.json"
+    code = main(["generate", "--prompt", "abc", "--raw", "--max-new-tokens", "3", "--save-trace", str(path),
+                 *local_pair])
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == f"specviz: error: --save-trace {path} could not be written: No space left on device"
+
+
+# ---------------------------------------------------------------- the success paths
+
+def test_generate_json_with_baseline_and_saved_trace(local_pair, tmp_path, capsys):
+    from specviz.trace import load_trace
+
+    path = tmp_path / "trace.json"
+    code = main(["generate", "--prompt", "abc ab", "--raw", "--max-new-tokens", "6", "--gamma", "3", "--json",
+                 "--baseline", "--save-trace", str(path), *local_pair])
+    out = capsys.readouterr().out
+    assert code == 0
+    document = json.loads(out)
+    new = document["summary"]["new_tokens"]
+    assert len(document["token_ids"]) == new and 1 <= new <= 6
+    assert document["summary"]["finish_reason"] == ("length" if new == 6 else "eos")     # the tiny models have an EOS
+    assert document["config"]["gamma"] == 3 and document["pair"]["target"] == local_pair[1]
+    assert document["baseline"]["token_ids"] == document["token_ids"]           # greedy: the same text
+    assert document["speedup"] == pytest.approx(document["summary"]["tokens_per_second"]
+                                                / document["baseline"]["tokens_per_second"])
+    assert sum(len(r["drafted"]) > 0 for r in document["rounds"]) == len(document["rounds"]) > 0
+    saved = load_trace(path)
+    assert list(saved.summary.token_ids) == document["token_ids"] and saved.baseline_summary is not None
+
+
+def test_generate_prints_the_run_and_the_baseline(local_pair, capsys):
+    code = main(["generate", "--prompt", "abc ab", "--raw", "--max-new-tokens", "5", "--baseline",
+                 "--alternatives", "1", *local_pair])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert re.search(r"^\d tokens in \d+ rounds, acceptance [\d.]+", out, re.MULTILINE), out
+    assert re.search(r"^alternatives: \d+ of \d+ rounds kept one", out, re.MULTILINE), out
+    assert re.search(r"^baseline \(target alone\): [\d.]+ tok/s; speed-up [\d.]+x; texts identical$", out,
+                     re.MULTILINE), out
+
+
+def test_bench_through_the_cli_on_a_local_pair(local_pair, tmp_path, capsys):
+    prompts = tmp_path / "prompts.json"
+    prompts.write_text(json.dumps({"code": ["abc abc", "a b c"], "prose": ["the cat"]}))
+    out, curve = tmp_path / "out" / "bench.json", tmp_path / "curve.json"
+    code = main(["bench", *local_pair, "--prompts", str(prompts), "--categories", "code,prose", "--per-category", "1",
+                 "--max-new-tokens", "4", "--curve-gammas", "1", "--no-warmup", "--raw", "--aggregate", "mean",
+                 "--methods", "baseline,speculative,hf_matched", "--json", str(out), "--curve-out", str(curve)])
+    printed = capsys.readouterr().out
+    assert code == 0
+    doc = json.loads(out.read_text())
+    assert doc["settings"]["methods"] == ["baseline", "speculative", "hf_matched"]
+    assert doc["settings"]["aggregate"] == "mean" and doc["settings"]["config"]["schedule"] == "auto"
+    assert doc["settings"]["hf_matched"]["num_assistant_tokens"] == doc["settings"]["config"]["gamma_max"] == 16
+    assert len(doc["runs"]) == 2 * 3 and doc["load_seconds"] > 0
+    assert json.loads(curve.read_text())["gamma"] == [0, 1]
+    assert "Verify-cost curve" in printed and f"JSON: {out}" in printed and f"verify-cost curve: {curve}" in printed
+
+
+def test_bench_refuses_an_unwritable_json_before_loading(tmp_path):
+    result = run_cli("bench", "--json", str(tmp_path), "--methods", "baseline,speculative", *NOT_LOADED)
+    assert_one_line(result, f"--json {tmp_path} is a directory")

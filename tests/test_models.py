@@ -6,48 +6,33 @@ the built-in pair when it has been prepared (python -m specviz prepare).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import string
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import torch
-from tokenizers import Tokenizer, models, pre_tokenizers
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+from transformers import LlamaForCausalLM
 
 from specviz import builtin
-from specviz.models import (ModelLoadError, PairSpec, allow_remote_code, load_pair, quantize_draft, resolve_device,
-                            resolve_quantize, resolve_source)
-
+from specviz.models import (
+    ModelLoadError,
+    PairSpec,
+    allow_remote_code,
+    load_pair,
+    quantize_draft,
+    resolve_device,
+    resolve_quantize,
+    resolve_source,
+)
+from specviz.tiny import save_tiny
 
 # ---------------------------------------------------------------- tiny local models
-
-def tiny_tokenizer(symbols: str) -> PreTrainedTokenizerFast:
-    """One token per character of `symbols`, plus <eos> and <unk>; no pad token (load_pair must add one)."""
-    vocab = {s: i for i, s in enumerate(["<eos>", "<unk>", *dict.fromkeys(symbols)])}
-    core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    core.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
-    return PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<eos>", unk_token="<unk>")
-
-
-def save_tiny(folder: Path, symbols: str | None, vocab_size: int | None = None, seed: int = 0) -> Path:
-    """A random 1-layer Llama in folder, with a tokenizer over `symbols` (None: weights only).
-
-    Llama, not Qwen2: AutoTokenizer reads a generic tokenizer saved next to a qwen2 config as a
-    Qwen2Tokenizer, which adds <|endoftext|> (one token more than the model has rows).
-    """
-    tokenizer = tiny_tokenizer(symbols) if symbols is not None else None
-    size = vocab_size or len(tokenizer)
-    config = LlamaConfig(vocab_size=size, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                         num_attention_heads=2, num_key_value_heads=1, eos_token_id=0, tie_word_embeddings=False)
-    torch.manual_seed(seed)
-    LlamaForCausalLM(config).save_pretrained(folder)
-    if tokenizer is not None:
-        tokenizer.save_pretrained(folder)
-    return folder
-
 
 LETTERS = string.ascii_lowercase + " "
 
@@ -71,7 +56,7 @@ def test_local_pair_loads_with_names_quantized_draft_and_pad_token(tmp_path):
 
 
 def test_weights_are_prefetched_in_order_once_only_when_local_and_small_enough(tmp_path, monkeypatch):
-    from specviz import models
+    from specviz import models, prefetch
 
     target = resolve_source(str(save_tiny(tmp_path / "target", LETTERS)), "target")
     draft = resolve_source(str(save_tiny(tmp_path / "draft", LETTERS)), "draft")
@@ -82,11 +67,11 @@ def test_weights_are_prefetched_in_order_once_only_when_local_and_small_enough(t
         opened.append(Path(file).parent.name)
         return real_open(file, *args, **kwargs)
 
-    monkeypatch.setattr(models, "open", spy, raising=False)
+    monkeypatch.setattr(prefetch, "open", spy, raising=False)
     for madvise in (True, False):       # MADV_POPULATE_READ, and plain reads where the kernel has none
         opened.clear()
         if not madvise:
-            monkeypatch.setattr(models, "_madvise_populate", lambda fd, size, piece: False)
+            monkeypatch.setattr(prefetch, "_madvise_populate", lambda fd, size, piece: False)
         thread = models.prefetch_weights([draft, target], piece=1024)   # pieces smaller than the files
         assert thread is not None
         thread.join(timeout=30)
@@ -94,7 +79,7 @@ def test_weights_are_prefetched_in_order_once_only_when_local_and_small_enough(t
 
     hub = models.Source("target", "org/model", "hub", "org/model", "org/model")
     assert models.prefetch_weights([hub]) is None                   # nothing local to read
-    monkeypatch.setattr(models, "physical_memory", lambda: 1024)
+    monkeypatch.setattr(prefetch, "physical_memory", lambda: 1024)
     assert models.prefetch_weights([draft, target]) is None         # would not stay in the page cache
 
 
@@ -102,7 +87,7 @@ def test_weights_are_prefetched_in_order_once_only_when_local_and_small_enough(t
                     tuple(int(n) for n in re.findall(r"\d+", os.uname().release)[:2]) < (5, 14),
                     reason="MADV_POPULATE_READ is Linux 5.14+")
 def test_madvise_populate_reads_a_file_in_pieces(tmp_path):
-    from specviz.models import _madvise_populate
+    from specviz.prefetch import _madvise_populate
 
     data = tmp_path / "weights.bin"
     data.write_bytes(bytes(range(256)) * 4096)      # 1 MiB
@@ -333,6 +318,64 @@ def test_prepare_is_atomic_and_runs_once(site, tmp_path, monkeypatch):
     assert {p.name for p in folder.iterdir()} == {builtin.MARKER, "model.safetensors"}
     assert not list(root.rglob("*.gguf"))                                       # the .gguf is deleted
     assert builtin.prepare_model(model, root) == folder and calls == [True]      # done: not redone
+
+
+def fake_convert(calls: list[bool], delay: float = 0.0):
+    def convert(gguf, out, model, progress=None):
+        calls.append(gguf.read_bytes() == b"".join(CHUNKS))
+        time.sleep(delay)
+        (out / "model.safetensors").write_bytes(b"weights")
+    return convert
+
+
+@pytest.mark.parametrize("marker", [
+    {"format": builtin.FORMAT - 1},                       # an older conversion: redone
+    {"sha256": "0" * 64},                                  # another model's cache under this name: replaced
+    None,                                                  # a damaged marker
+])
+def test_a_stale_or_foreign_cache_is_converted_again_and_replaced(site, tmp_path, monkeypatch, marker):
+    model = fake_parts(site, CHUNKS)
+    root = tmp_path / "cache"
+    folder = builtin.converted_dir(model, root)
+    folder.mkdir(parents=True)
+    (folder / "left-over.bin").write_bytes(b"old")
+    good = {"format": builtin.FORMAT, "sha256": model.sha256}
+    (folder / builtin.MARKER).write_text("{not json" if marker is None else json.dumps({**good, **marker}))
+    assert not builtin.is_converted(model, root)
+    calls: list[bool] = []
+    monkeypatch.setattr(builtin, "convert", fake_convert(calls))
+    assert builtin.prepare_model(model, root) == folder and calls == [True]
+    assert builtin.is_converted(model, root)
+    assert {p.name for p in folder.iterdir()} == {builtin.MARKER, "model.safetensors"}   # replaced, not merged
+
+
+def test_too_little_free_space_is_refused_before_any_copying(site, tmp_path, monkeypatch):
+    model = fake_parts(site, CHUNKS)
+    need = model.size + model.converted_size + (256 << 20)
+    monkeypatch.setattr(builtin.shutil, "disk_usage", lambda path: shutil_usage(free=need - 1))
+    monkeypatch.setattr(builtin, "assemble", lambda *args, **kwargs: pytest.fail("copied with no room"))
+    with pytest.raises(ModelLoadError, match=r"needs 0\.3 GB free in .*, which has 0\.3 GB\. Free some space or "
+                                             r"point SPECVIZ_CACHE at a larger disk"):
+        builtin.prepare_model(model, tmp_path / "cache")
+    monkeypatch.setattr(builtin.shutil, "disk_usage", lambda path: shutil_usage(free=need))
+    builtin.check_free_space(model, tmp_path)                                    # exactly enough is enough
+
+
+def shutil_usage(free: int):
+    import shutil
+    return shutil._ntuple_diskusage(total=free * 2, used=free, free=free)
+
+
+def test_two_prepares_at_once_convert_once(site, tmp_path, monkeypatch):
+    model = fake_parts(site, CHUNKS)
+    root = tmp_path / "cache"
+    calls: list[bool] = []
+    monkeypatch.setattr(builtin, "convert", fake_convert(calls, delay=0.5))   # the second waits on the lock
+    with ThreadPoolExecutor(2) as pool:
+        folders = list(pool.map(lambda _: builtin.prepare_model(model, root), range(2)))
+    assert folders[0] == folders[1] == builtin.converted_dir(model, root)
+    assert calls == [True] and builtin.is_converted(model, root)
+    assert [p.name for p in root.iterdir() if p.name.startswith(".tmp-")] == []
 
 
 # ---------------------------------------------------------------- the real built-in pair

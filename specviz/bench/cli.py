@@ -1,0 +1,131 @@
+"""python -m specviz bench: its arguments, and the run from loading the pair to writing the JSON."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from ..cli_args import add_config_arguments, config_from, output_path, pair_spec, writing
+from ..config import SpecConfig
+from ..progress import ConsoleProgress
+from ..prompts import DEFAULT_PROMPTS, ROOT, load_prompts
+from .curve import CURVE_GAMMAS, format_curve
+from .environment import is_prepacked
+from .methods import DEFAULT_METHODS, METHODS
+from .report import format_table
+from .run import BenchSettings, run_benchmark
+
+CATEGORIES = ("code", "prose", "translation", "repetition", "math")
+# Our settings that the benchmark uses unless told otherwise: the tuned configuration.
+BENCH_DEFAULTS = dict(gamma=6, schedule="auto", gamma_max=16, draft_confidence=0.7, lookahead=8, alternatives=2)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--prompts", default=str(DEFAULT_PROMPTS), help="JSON file {\"category\": [prompt, ...]}")
+    parser.add_argument("--categories", default=",".join(CATEGORIES),
+                        help="comma-separated categories of the prompt file (default: all five)")
+    parser.add_argument("--per-category", type=int, default=None, help="use only the first N prompts of each category")
+    add_config_arguments(parser, defaults=SpecConfig(**BENCH_DEFAULTS))
+    parser.add_argument("--repeats", type=int, default=1, help="times every prompt is run per method")
+    parser.add_argument("--aggregate", choices=["min", "mean"], default="min",
+                        help="over the repeats, per prompt and method: the least disturbed run (min) or all (mean)")
+    parser.add_argument("--methods", default=",".join(DEFAULT_METHODS),
+                        help=f"comma-separated, from {', '.join(METHODS)} (baseline is required)")
+    parser.add_argument("--no-warmup", action="store_true")
+    parser.add_argument("--no-fuse-prompt", action="store_true",
+                        help="give the prompt its own forward pass in our methods "
+                             "(default: fused into the first round)")
+    parser.add_argument("--raw", action="store_true", help="plain continuation, no chat template")
+    parser.add_argument("--no-prepack", action="store_true",
+                        help="keep MKL's linear layers in the float32 target on CPU "
+                             "(default: oneDNN prepacked weights)")
+    parser.add_argument("--compile", action="store_true",
+                        help="static KV cache + torch.compile for the one-token steps of the target and the draft "
+                             "(CUDA graphs on a GPU; for ours and the baseline, not transformers' methods; "
+                             "--alternatives is then off: a compiled step takes no token-tree mask)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own choice)")
+    parser.add_argument("--curve-gammas", type=int, default=CURVE_GAMMAS, help="largest g of the verify-cost curve")
+    parser.add_argument("--json", default=None, metavar="PATH",
+                        help="where to write the JSON (default: out/bench-<time>.json)")
+    parser.add_argument("--curve-out", default=None, metavar="PATH",
+                        help="also write the verify-cost curve here (default for the built-in pair: "
+                             "assets/verify_curve_<device>.json; 'none' to skip)")
+
+
+def _settings(args: argparse.Namespace) -> BenchSettings:
+    config = replace(config_from(args), fuse_prompt=not args.no_fuse_prompt)
+    methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
+    return BenchSettings(config=config, methods=methods, repeats=args.repeats, warmup=not args.no_warmup,
+                         chat=not args.raw, curve_gammas=args.curve_gammas, aggregate=args.aggregate).validate()
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _load(args: argparse.Namespace):
+    from ..models import load_pair
+
+    started = time.perf_counter()
+    spec = replace(pair_spec(args), prepack_target=not args.no_prepack)   # load_pair prepacks by default
+    pair = load_pair(spec, progress=ConsoleProgress())
+    load_seconds = time.perf_counter() - started
+    if args.compile:
+        from ..kvcache import enable_compiled_decoding
+        models = [pair.target]
+        # torch.compile does not trace the CPU's int8 dynamic-quantized draft: that one stays eager
+        if pair.draft is not None and pair.names.get("draft_quantized") != "int8":
+            models.append(pair.draft)
+        for model in models:
+            enable_compiled_decoding(model)
+        _log("compiled decoding on: the warm-up compiles (tens of seconds)")
+    kernels = "prepacked for oneDNN" if is_prepacked(pair.target) else "as loaded"
+    _log(f"pair loaded in {load_seconds:.1f} s ({pair.names.get('target')} <- {pair.names.get('draft')}, "
+         f"{pair.device}; target linear layers {kernels})")
+    return pair, load_seconds
+
+
+def _curve_path(args: argparse.Namespace) -> Path | None:
+    """--curve-out; for the built-in pair by default the app's curve file of the device it will run on."""
+    if args.curve_out is not None and args.curve_out.lower() == "none":
+        return None
+    if args.curve_out is not None:
+        return output_path(args.curve_out, "--curve-out", make_parents=True)
+    if args.target != "builtin":
+        return None
+    from ..models import resolve_device
+    device = resolve_device(args.device)
+    return output_path(ROOT / "assets" / f"verify_curve_{device.type}.json", "--curve-out", make_parents=True)
+
+
+def main(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    categories = [c.strip() for c in args.categories.split(",") if c.strip()]
+    prompts = load_prompts(args.prompts, categories, args.per_category)
+    default_json = ROOT / "out" / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    # the output paths are checked before minutes of loading and running
+    json_path = output_path(args.json or default_json, "--json", make_parents=True)
+    curve_path = _curve_path(args)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    pair, load_seconds = _load(args)
+    doc = run_benchmark(pair, prompts, settings, _log)
+    doc["load_seconds"] = load_seconds
+    print(format_curve(doc["verify_curve"]))
+    print()
+    print(format_table(doc))
+
+    with writing(json_path, "--json"):
+        json_path.write_text(json.dumps(doc, indent=1, ensure_ascii=False), encoding="utf-8")
+    print(f"\nJSON: {json_path}")
+    if curve_path is not None:
+        with writing(curve_path, "--curve-out"):
+            curve_path.write_text(json.dumps(doc["verify_curve"], indent=1), encoding="utf-8")
+        print(f"verify-cost curve: {curve_path}")
+    return 0
