@@ -56,7 +56,7 @@ def test_confidence_threshold_shortens_drafts(pair, prompt_ids):
 def test_adaptive_schedule_rule(pair, prompt_ids):
     config = SpecConfig(gamma=3, gamma_max=6, schedule="adaptive", max_new_tokens=60)
     rounds, _ = run_to_end(speculative_generate(pair, prompt_ids, config))
-    for before, after in zip(rounds, rounds[1:]):
+    for before, after in zip(rounds, rounds[1:], strict=False):
         all_accepted = before.drafted and before.n_accepted == len(before.drafted)
         expected = min(6, before.gamma + 2) if all_accepted else max(1, before.gamma - 1)
         budget = config.max_new_tokens - after.position - 1
@@ -128,7 +128,8 @@ def test_rollback_gives_fresh_logits(pair, prompt_ids, monkeypatch):
 
     monkeypatch.setattr(CachedModel, "feed", checking_feed)
     monkeypatch.setattr(CachedModel, "rollback", marking_rollback)
-    rounds, _ = run_to_end(speculative_generate(pair, prompt_ids, SpecConfig(gamma=5, temperature=1.0, max_new_tokens=40)))
+    config = SpecConfig(gamma=5, temperature=1.0, max_new_tokens=40)
+    rounds, _ = run_to_end(speculative_generate(pair, prompt_ids, config))
     assert any(r.rejection_index is not None for r in rounds)
     assert checked["after_crop"] > 0
 
@@ -231,7 +232,7 @@ def test_lookahead_drafts_the_same_tokens_with_fewer_forwards(pair, prompt_ids, 
     (plain_rounds, plain), (look_rounds, look) = run(0), run(6)
     assert look.token_ids == plain.token_ids
     assert [[d.id for d in r.drafted] for r in look_rounds] == [[d.id for d in r.drafted] for r in plain_rounds]
-    for a, b in zip(look_rounds, plain_rounds):
+    for a, b in zip(look_rounds, plain_rounds, strict=True):
         assert [d.q for d in a.drafted] == pytest.approx([d.q for d in b.drafted], abs=1e-5)
         assert [d.verdict for d in a.drafted] == [d.verdict for d in b.drafted]
         # A token whose q came with a lookup guess cost no forward of its own.
@@ -261,3 +262,4 @@ def test_lookahead_keeps_the_draft_cache_consistent(pair, prompt_ids):
         assert drafter.state.ids == committed[:len(drafter.state.ids)]
     fresh = pair.draft(torch.tensor([committed])).logits[0, -1]
     torch.testing.assert_close(drafter.state.feed(drafter.state.pending(committed))[0], fresh, atol=1e-4, rtol=1e-4)
+

@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-import specviz.engine as engine
+import specviz.acceptance as acceptance
 from specviz.config import SpecConfig
 from specviz.engine import run_to_end, speculative_generate
 from specviz.sampling import build_warpers, probabilities, speculative_samples
@@ -97,7 +97,7 @@ def test_first_two_tokens_follow_the_target(pair, name):
 def test_skipping_the_residual_resample_is_detected(pair, monkeypatch):
     config = CONFIGS["temperature 1"]
     exact = exact_joint(pair, config)
-    monkeypatch.setattr(engine, "residual", lambda p, q: q)  # on rejection, draw from q again: biased
+    monkeypatch.setattr(acceptance, "residual", lambda p, q: q)  # on rejection, draw from q again: biased
     counts = empirical_joint(pair, config, RUNS)
     rejects, statistic, critical = chi_square_rejects(exact, counts, RUNS)
     assert rejects, f"the biased sampler passed: chi-square {statistic:.1f} <= {critical:.1f}"
@@ -133,7 +133,7 @@ def test_alternatives_keep_more_candidates_and_the_exact_rate_matches():
     q /= q.sum()                                                  # only the final fallback can produce them
     rates = [kept_probability(p, q, k) for k in range(4)]
     assert rates[0] == pytest.approx(float(torch.minimum(p, q).sum()), abs=1e-6)
-    assert all(a < b for a, b in zip(rates, rates[1:]))          # each further candidate can only help
+    assert all(a < b for a, b in zip(rates, rates[1:], strict=False))          # each further candidate can only help
     # Monte Carlo: tokens 0-3 come out exactly when no candidate was kept, as a draw from the final residual.
     n, k = 200_000, 2
     left = residual(residual(residual(p, q), q), q)
