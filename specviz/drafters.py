@@ -48,7 +48,9 @@ class ModelDrafter:
 
     def __init__(self, model, vocab_width: int, lookahead: int = 0, max_ngram: int = 3,
                  stop_ids: frozenset[int] = frozenset()):
-        self.state = CachedModel(model, vocab_width)
+        # q is over the target's ids (vocab_width): the draft never proposes an id the target cannot embed, and
+        # reads the target's ids it has no row for as a stand-in (CachedModel.embedding_rows).
+        self.state = CachedModel(model, vocab_width, embedding_rows=model.config.get_text_config().vocab_size)
         self.stop_ids = stop_ids      # end-of-sequence ids: nothing after one can be kept, so drafting stops there
         self.lookahead = lookahead    # most prompt-lookup guesses scored per draft forward; 0: one token per forward
         self.max_ngram = max_ngram

@@ -42,11 +42,10 @@ class EngineError(UserError, RuntimeError):
 
 
 def vocab_width(pair) -> int:
-    """Common width of p and q: the wider head; the narrower one's missing ids get probability 0."""
-    widths = [pair.target.config.get_text_config().vocab_size]
-    if pair.draft is not None:
-        widths.append(pair.draft.config.get_text_config().vocab_size)
-    return max(widths)
+    """Width of p and q: the target's ids. A narrower draft head gives q = 0 on the ids it lacks; a wider one's
+    extra ids are cut, so the draft never proposes an id the target cannot embed (q is renormalised over the
+    target's ids; speculative sampling stays exact for any q, and p would be 0 there anyway)."""
+    return pair.target.config.get_text_config().vocab_size
 
 
 def synchronize(device: torch.device) -> None:

@@ -3,6 +3,8 @@ import threading
 
 import pytest
 import torch
+from unequal_widths import PROMPT as UNEQUAL_PROMPT
+from unequal_widths import TOKENS, unequal_pair
 
 from specviz.config import ConfigError, SpecConfig
 from specviz.drafters import lookup_continuation
@@ -263,3 +265,34 @@ def test_lookahead_keeps_the_draft_cache_consistent(pair, prompt_ids):
     fresh = pair.draft(torch.tensor([committed])).logits[0, -1]
     torch.testing.assert_close(drafter.state.feed(drafter.state.pending(committed))[0], fresh, atol=1e-4, rtol=1e-4)
 
+
+@pytest.mark.parametrize("options", [{}, {"lookahead": 4}, {"alternatives": 2}],
+                         ids=["plain", "lookahead", "alternatives"])
+@pytest.mark.parametrize("target_rows, draft_rows", [(29, 32), (32, 29)], ids=["wider draft", "wider target"])
+def test_unequal_widths_greedy_equals_target_alone(target_rows, draft_rows, options):
+    """A draft wider than the target never proposes an id the target cannot embed (its extra ids are masked out of
+    q); a draft narrower than the target reads the target-only ids it has no row for. Either way greedy output is
+    the target's own."""
+    for seed in range(3):
+        pair = unequal_pair(target_rows, draft_rows, seed=seed)
+        ids = pair.encode_prompt(UNEQUAL_PROMPT, chat=False)
+        config = SpecConfig(gamma=4, max_new_tokens=40, **options)
+        rounds, spec = run_to_end(speculative_generate(pair, ids, config))
+        _, base = run_to_end(autoregressive_generate(pair, ids, config))
+        out = pair.target.generate(torch.tensor([ids]), max_new_tokens=40, do_sample=False, min_new_tokens=40)
+        assert spec.token_ids == base.token_ids == tuple(out[0, len(ids):].tolist())
+        drafted = [d.id for r in rounds for d in r.drafted + r.alternatives]
+        assert drafted and max(drafted) < target_rows and spec.accepted > 0
+        if target_rows > draft_rows:   # the draft really met ids it has no embedding for
+            assert max(spec.token_ids) >= TOKENS
+
+
+@pytest.mark.parametrize("target_rows, draft_rows", [(29, 32), (32, 29)], ids=["wider draft", "wider target"])
+def test_unequal_widths_sampling_runs(target_rows, draft_rows):
+    pair = unequal_pair(target_rows, draft_rows)
+    ids = pair.encode_prompt(UNEQUAL_PROMPT, chat=False)
+    for seed in range(5):
+        config = SpecConfig(gamma=4, temperature=1.0, alternatives=2, lookahead=3, seed=seed, max_new_tokens=30)
+        rounds, spec = run_to_end(speculative_generate(pair, ids, config))
+        assert spec.new_tokens == 30 and max(d.id for r in rounds for d in r.drafted) < target_rows
+        assert all(d.q > 0 for r in rounds for d in r.drafted)
