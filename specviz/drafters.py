@@ -48,7 +48,9 @@ class ModelDrafter:
 
     def __init__(self, model, vocab_width: int, lookahead: int = 0, max_ngram: int = 3,
                  stop_ids: frozenset[int] = frozenset()):
-        self.state = CachedModel(model, vocab_width)
+        # q is over the target's ids (vocab_width): the draft never proposes an id the target cannot embed, and
+        # reads the target's ids it has no row for as a stand-in (CachedModel.embedding_rows).
+        self.state = CachedModel(model, vocab_width, embedding_rows=model.config.get_text_config().vocab_size)
         self.stop_ids = stop_ids      # end-of-sequence ids: nothing after one can be kept, so drafting stops there
         self.lookahead = lookahead    # most prompt-lookup guesses scored per draft forward; 0: one token per forward
         self.max_ngram = max_ngram
@@ -71,13 +73,7 @@ class ModelDrafter:
         # d_i is always drawn from its own row; the next row is used only while the drawn tokens equal
         # the guesses it was conditioned on (then it is exactly q_{i+1}), else the draft runs a new
         # forward. Every d_i is a draw from the q it is recorded with, so verification stays exact. (A batched
-        # forward can differ from one-token steps in the last bits, more so for an int8 draft, whose
-        # activations are quantized with one scale per forward: then q itself moves, never the target's p. On the
-        # built-in pair, by a total variation of up to 0.06 at an unsure position, enough to move a confidence
-        # stop either way; quantizing each row alone removed it, a row-wise rescaling made it worse. On the prompt
-        # pass, where lookup only finds the chat template's '<|im_start|>assistant\n', the guess rows move the first
-        # q by 0.1-0.6 and the prompt's cached keys with it; sending none there was a wash over the 20 bench prompts:
-        # repetition 12% faster, translation 16% slower, as the changed cache sent later rounds elsewhere.)
+        # forward can move q in the last bits, never p: see docs/DESIGN.md, "Lookahead drafting".)
         ids: list[int] = []
         rows: list[torch.Tensor] = []
         from_lookahead: list[bool] = []
@@ -156,7 +152,7 @@ class NgramDrafter:
 
 
 def lookup_continuation(ids: list[int], gamma: int, max_ngram: int) -> list[int]:
-    """Longest suffix n-gram (n = max_ngram..1) that occurred before: return up to gamma tokens after its latest match."""
+    """Longest suffix n-gram (n = max_ngram..1) that occurred before: up to gamma tokens after its latest match."""
     for n in range(min(max_ngram, len(ids) - 1), 0, -1):
         suffix = ids[-n:]
         for start in range(len(ids) - n - 1, -1, -1):  # latest earlier occurrence first

@@ -1,22 +1,13 @@
 """Faster CPU kernels for a loaded float32 model, same math: oneDNN linear layers with prepacked weights.
 
-Why (DESIGN.md, "Performance notes"): with few rows (one decode step, or a verify over gamma + 1
-tokens) MKL's sgemm repacks the whole weight matrix on every call, so a verify over 3-9 tokens
-costs 2-3 target steps. oneDNN can pack a weight once into its blocked layout and reuse it:
-`torch.ops.mkldnn._reorder_linear_weight` packs, `torch.ops.mkldnn._linear_pointwise` multiplies
-(the pair of ops torch.compile's CPU backend uses for dynamic shapes). The result is the same
-y = x W^T + b in float32; only the summation order inside the kernel differs (about 1e-6
-relative), as it already does between MKL's 1-row and many-row kernels.
-
-Two settings, measured on the 2-core EPYC (AVX-512), full target forward over n new tokens:
-- the packing is chosen for 8 rows (batch_hint=8): n = 4..6 tokens cost 180-200 ms (MKL: 750-950 ms,
-  a packing for 1 row: 290-340 ms);
-- inputs of fewer than 4 rows are padded with zero rows to 4 (min_rows=4): oneDNN's kernels for that
-  packing are faster for 4 rows than for 1 or 2, so a one-token step costs about 195 ms (MKL: 324 ms,
-  unpadded: 230 ms for 1 token, 290 ms for 2). Each output row depends on its own input row only,
-  so the padding changes no result.
-Together the target's verify curve is flat up to 6 tokens (a verify of 5 drafted tokens costs what
-one decoding step costs) and then grows by about 15 ms a token.
+Why: with few rows (one decode step, or a verify over gamma + 1 tokens) MKL's sgemm repacks the whole weight
+matrix on every call, so a verify costs several target steps. oneDNN can pack a weight once into its blocked
+layout and reuse it: `torch.ops.mkldnn._reorder_linear_weight` packs, `torch.ops.mkldnn._linear_pointwise`
+multiplies (the pair of ops torch.compile's CPU backend uses for dynamic shapes). The result is the same
+y = x W^T + b in float32; only the summation order inside the kernel differs (about 1e-6 relative), as it
+already does between MKL's 1-row and many-row kernels. The packing is chosen for 8 rows (batch_hint=8) and
+inputs of fewer than 4 rows are padded to 4 (min_rows=4), where oneDNN's kernels are fastest; the figures are
+in docs/DESIGN.md, "Performance notes".
 
 The model is converted in place and is then for inference only (no gradients, no save_pretrained).
 It must be applied to the target for every method that is compared (baseline, speculative,
@@ -69,7 +60,8 @@ class PrepackedLinear(nn.Module):
         return out[:rows].reshape(*x.shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, oneDNN prepacked"
+        return (f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, "
+                "oneDNN prepacked")
 
 
 def _convertible(module: nn.Module) -> bool:
@@ -83,14 +75,13 @@ def prepack_linears(model: nn.Module, batch_hint: int = 8, min_rows: int = 4) ->
 
     A no-op (returns 0) when oneDNN is not available, on GPUs, for quantized or non-float32 layers.
     A weight tied to another module (the LM head and the input embedding) stays in place for that
-    module; the packed copy is extra memory (for Qwen2.5-1.5B: 0.9 GB).
+    module; the packed copy is extra memory.
     """
     if not prepack_available():
         return 0
     targets = [(name, module) for name, module in model.named_modules() if _convertible(module)]
-    # Packing is mostly the kernel zeroing fresh pages for the packed copies (6.2 GB for the built-in
-    # target), on whichever thread touches them first: one packing thread per core spreads that out:
-    # 3.6-6.0 s -> 2.8-4.2 s for the built-in target on 2 cores.
+    # Packing is mostly the kernel zeroing fresh pages for the packed copies, on whichever thread touches
+    # them first: one packing thread per core spreads that out (docs/DESIGN.md, "Performance notes").
     replace_in_threads(model, targets, lambda linear: PrepackedLinear(linear, batch_hint, min_rows))
     if targets:
         _own_remaining_tensors(model)
@@ -103,7 +94,7 @@ def replace_in_threads(model: nn.Module, named: list[tuple[str, nn.Module]],
     """Replace each named submodule with convert(it), converting on one thread per core (torch lets go of the GIL)."""
     with ThreadPoolExecutor(max(1, torch.get_num_threads())) as pool:
         converted = list(pool.map(lambda item: convert(item[1]), named))
-    for (name, _), module in zip(named, converted):
+    for (name, _), module in zip(named, converted, strict=True):
         model.set_submodule(name, module)
 
 
@@ -111,8 +102,7 @@ def _own_remaining_tensors(model: nn.Module) -> None:
     """Copy the tensors that stay dense (embedding, norms) into ordinary memory.
 
     transformers maps the safetensors file into memory; while any tensor of it is alive, the whole
-    mapping stays, and the pages that packing read count as resident (7.9 GB for the built-in
-    target, on top of the 6.2 GB packed copy). Copying the 1 GB that remains lets it go.
+    mapping stays, and the pages that packing read count as resident. Copying what remains lets it go.
     """
     for module in model.modules():
         if isinstance(module, PrepackedLinear):

@@ -84,6 +84,14 @@ def compiled_decoder(model: Any) -> CompiledDecoder | None:
     return _DECODERS.get(model)
 
 
+def fit_width(logits: torch.Tensor, width: int) -> torch.Tensor:
+    """[n, V] logits -> [n, width]: a narrower head's missing ids get -inf (probability 0), a wider head's extra ids
+    are cut (the softmax then renormalises over the first `width` ids, as a mask to -inf would)."""
+    if logits.shape[-1] < width:
+        return F.pad(logits, (0, width - logits.shape[-1]), value=float("-inf"))
+    return logits[..., :width] if logits.shape[-1] > width else logits
+
+
 @dataclass
 class CachedModel:
     """Per-run state for one model (never stored on the shared model itself).
@@ -91,10 +99,14 @@ class CachedModel:
     `ids` are the tokens whose keys and values are in `cache`, in order.
     """
     model: Any
-    vocab_width: int                    # logits are padded to the pair's common width
+    vocab_width: int                    # logits are cut or padded to the pair's width, the target's (fit_width)
     cache: Any = field(default_factory=DynamicCache)  # DynamicCache, or a compiled decoder's StaticCache
     ids: list[int] = field(default_factory=list)
     decoder: CompiledDecoder | None = field(default=None, repr=False)
+    # Set for a draft: ids from this one on (target-only ids, in a draft narrower than its target) have no
+    # embedding row and are read as token 0. q may condition on anything without breaking exactness, and `ids`
+    # keeps the true ids, so rollback still compares the committed text. None: every id must have a row.
+    embedding_rows: int | None = None
 
     def __post_init__(self) -> None:
         decoder = compiled_decoder(self.model)
@@ -110,24 +122,25 @@ class CachedModel:
     @torch.inference_mode()
     def feed(self, new_ids: list[int], logits_to_keep: int = 1) -> torch.Tensor:
         """Append new_ids to the cache; return the logits of the last `logits_to_keep` positions, [k, V]."""
-        device = self.model.device
-        input_ids = torch.tensor([new_ids], dtype=torch.long, device=device)
+        input_ids = self._input_ids(new_ids)
         if self.decoder is not None and self.length + len(new_ids) > self.decoder.max_length:
             raise RuntimeError(f"the compiled decoder's cache holds {self.decoder.max_length} tokens")
         if self.decoder is not None and len(new_ids) <= self.decoder.max_tokens and self.ids:
-            out = self.decoder.step(input_ids=input_ids, cache=self.cache, use_cache=True, logits_to_keep=logits_to_keep)
+            out = self.decoder.step(input_ids=input_ids, cache=self.cache, use_cache=True,
+                                    logits_to_keep=logits_to_keep)
             self.decoder.steps += 1
             logits = out.logits[0, -logits_to_keep:].clone()   # a CUDA graph's output is overwritten by its next replay
         else:   # the prompt pass (and everything without a compiled decoder)
             out = self.model(input_ids=input_ids, cache=self.cache, use_cache=True, logits_to_keep=logits_to_keep)
             logits = out.logits[0, -logits_to_keep:]
         self.ids.extend(new_ids)
-        return self._widen(logits)
+        return fit_width(logits, self.vocab_width)
 
-    def _widen(self, logits: torch.Tensor) -> torch.Tensor:
-        if logits.shape[-1] < self.vocab_width:  # a smaller head than the partner: its missing ids have p or q = 0
-            logits = F.pad(logits, (0, self.vocab_width - logits.shape[-1]), value=float("-inf"))
-        return logits
+    def _input_ids(self, ids: list[int]) -> torch.Tensor:
+        """[1, n] input ids; with embedding_rows, an id without a row is read as token 0."""
+        if self.embedding_rows is not None and ids and max(ids) >= self.embedding_rows:
+            ids = [token if token < self.embedding_rows else 0 for token in ids]
+        return torch.tensor([ids], dtype=torch.long, device=self.model.device)
 
     @property
     def can_branch(self) -> bool:
@@ -148,7 +161,7 @@ class CachedModel:
             return self.feed(chain, logits_to_keep=chain_rows)
         past, n, k = self.length, len(chain), len(siblings)
         device = self.model.device
-        input_ids = torch.tensor([chain + siblings], dtype=torch.long, device=device)
+        input_ids = self._input_ids(chain + siblings)
         positions = torch.tensor([list(range(past, past + n)) + [past + n - 1] * k], device=device)
         allowed = torch.ones(n + k, past + n + k, dtype=torch.bool, device=device)
         allowed[:n, past:past + n] = torch.ones(n, n, dtype=torch.bool, device=device).tril()  # the chain: causal
@@ -163,7 +176,7 @@ class CachedModel:
                          use_cache=True, logits_to_keep=chain_rows + k)
         self.ids.extend(chain + siblings)
         self.truncate(past + n)
-        return self._widen(out.logits[0])
+        return fit_width(out.logits[0], self.vocab_width)
 
     def rollback(self, committed: list[int]) -> None:
         """Keep the longest prefix of the cache that agrees with the committed tokens (DynamicCache.crop),

@@ -16,6 +16,7 @@ import torch
 from .config import SpecConfig
 from .engine import vocab_width
 from .errors import UserError
+from .kvcache import fit_width
 from .runs import encode, exclusive
 from .sampling import build_warpers, probabilities, residual, speculative_samples
 
@@ -62,7 +63,9 @@ def next_token_distributions(pair, prompt: str, config: SpecConfig, *, chat: boo
                              answer_prefix: str = "", cancel: threading.Event | None = None,
                              on_wait: Callable[[float], None] | None = None) -> Distributions:
     """One forward of the target and of the draft over the context (prompt [+ the answer so far]),
-    holding the pair's lock (runs.exclusive) like any run on the shared models."""
+    holding the pair's lock (runs.exclusive) like any run on the shared models. Both rows are over the target's
+    ids, as in the engine (engine.vocab_width): q is 0 where the draft has no id, and renormalised over the
+    target's ids where the draft has more."""
     config.validate()
     if config.greedy:
         raise LosslessError("greedy decoding (temperature 0) draws nothing: choose a temperature above 0")
@@ -77,9 +80,7 @@ def next_token_distributions(pair, prompt: str, config: SpecConfig, *, chat: boo
         rows = []
         for model in (pair.target, pair.draft):
             logits = model(input_ids=torch.tensor([ids], device=model.device), logits_to_keep=1).logits[0, -1:]
-            if logits.shape[-1] < width:  # a narrower head: its missing ids get probability 0
-                logits = torch.nn.functional.pad(logits, (0, width - logits.shape[-1]), value=float("-inf"))
-            rows.append(probabilities(logits, warpers)[0].cpu())
+            rows.append(probabilities(fit_width(logits, width), warpers)[0].cpu())
     p, q = rows
     top = set(torch.topk(p, min(64, width)).indices.tolist()) | set(torch.topk(q, min(64, width)).indices.tolist())
     texts = {i: pair.token_text(i) for i in top}

@@ -6,10 +6,11 @@ stay the target's own; sampled output must still follow p (recursive rejection s
 import pytest
 import torch
 
-import specviz.engine as engine
+import specviz.acceptance as acceptance
+from specviz.acceptance import draw_alternatives, verify
 from specviz.config import ConfigError, SpecConfig
 from specviz.drafters import Draft
-from specviz.engine import autoregressive_generate, draw_alternatives, run_to_end, speculative_generate, verify
+from specviz.engine import autoregressive_generate, run_to_end, speculative_generate
 from specviz.kvcache import CachedModel
 from specviz.lab import round_origins
 from specviz.tiny import tiny_pair
@@ -114,8 +115,8 @@ def _position_distribution(p_row, q_row, alternatives, runs, seed=0):
         others = draw_alternatives(q_row, token, alternatives, generator, greedy=False)
         rows = {t: 2 + t for t in range(V)}
         rows[token] = 1
-        verdict = verify(p, draft, generator, greedy=False, alternatives=others, alternative_rows=rows)
-        counts[verdict.kept[0] if verdict.kept else verdict.next_token] += 1
+        decision = verify(p, draft, generator, greedy=False, alternatives=others, alternative_rows=rows)
+        counts[decision.kept[0] if decision.kept else decision.next_token] += 1
     return counts / runs
 
 
@@ -132,7 +133,7 @@ def test_checking_alternatives_against_p_instead_of_the_residual_is_detected(mon
     g = torch.Generator().manual_seed(1)
     p = torch.softmax(torch.randn(6, generator=g) * 1.5, -1)
     q = torch.softmax(torch.randn(6, generator=g) * 1.5, -1)
-    monkeypatch.setattr(engine, "residual", lambda target, proposal: target)  # never shrink what is left of p
+    monkeypatch.setattr(acceptance, "residual", lambda target, proposal: target)  # never shrink what is left of p
     empirical = _position_distribution(p, q, 3, 6000)
     assert 0.5 * float((empirical - p).abs().sum()) > 0.05
 

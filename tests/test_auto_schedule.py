@@ -64,7 +64,8 @@ def test_auto_uses_its_confidence_stop_when_none_is_set(pair, prompt_ids, monkey
     run_to_end(speculative_generate(pair, prompt_ids, SpecConfig(schedule="auto", max_new_tokens=12)))
     assert seen and set(seen) == {AUTO_CONFIDENCE}
     seen.clear()
-    run_to_end(speculative_generate(pair, prompt_ids, SpecConfig(schedule="auto", draft_confidence=0.4, max_new_tokens=12)))
+    config = SpecConfig(schedule="auto", draft_confidence=0.4, max_new_tokens=12)
+    run_to_end(speculative_generate(pair, prompt_ids, config))
     assert set(seen) == {0.4}
 
 
@@ -150,10 +151,11 @@ def test_fused_prompt_is_exact(pair, prompt_ids, schedule, drafter):
     out = pair.target.generate(torch.tensor([prompt_ids]), max_new_tokens=40, do_sample=False, min_new_tokens=40)
     assert list(spec.token_ids) == list(base.token_ids) == out[0, len(prompt_ids):].tolist()
     assert spec.prefill_seconds == 0.0 or spec.prefill_seconds < 1e-3
-    assert rounds[0].target_cache_before == 0 and rounds[0].target_cache_after == len(prompt_ids) + len(rounds[0].appended) - 1
+    assert rounds[0].target_cache_before == 0
+    assert rounds[0].target_cache_after == len(prompt_ids) + len(rounds[0].appended) - 1
     if drafter == "model":
         assert rounds[0].draft_cache_before == 0
-    for before, after in zip(rounds, rounds[1:]):
+    for before, after in zip(rounds, rounds[1:], strict=False):
         assert after.target_cache_before == before.target_cache_after
 
 
@@ -161,5 +163,6 @@ def test_fused_prompt_sampling_matches_the_separate_pass(pair, prompt_ids):
     """The same seed gives the same sampled tokens whether the prompt has its own pass or not."""
     config = SpecConfig(gamma=3, temperature=1.0, seed=11, max_new_tokens=30)
     _, separate = run_to_end(speculative_generate(pair, prompt_ids, config))
-    _, fused = run_to_end(speculative_generate(pair, prompt_ids, SpecConfig(**{**config.to_dict(), "fuse_prompt": True})))
+    fused_config = SpecConfig(**{**config.to_dict(), "fuse_prompt": True})
+    _, fused = run_to_end(speculative_generate(pair, prompt_ids, fused_config))
     assert fused.token_ids == separate.token_ids

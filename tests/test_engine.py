@@ -3,6 +3,8 @@ import threading
 
 import pytest
 import torch
+from unequal_widths import PROMPT as UNEQUAL_PROMPT
+from unequal_widths import TOKENS, unequal_pair
 
 from specviz.config import ConfigError, SpecConfig
 from specviz.drafters import lookup_continuation
@@ -56,7 +58,7 @@ def test_confidence_threshold_shortens_drafts(pair, prompt_ids):
 def test_adaptive_schedule_rule(pair, prompt_ids):
     config = SpecConfig(gamma=3, gamma_max=6, schedule="adaptive", max_new_tokens=60)
     rounds, _ = run_to_end(speculative_generate(pair, prompt_ids, config))
-    for before, after in zip(rounds, rounds[1:]):
+    for before, after in zip(rounds, rounds[1:], strict=False):
         all_accepted = before.drafted and before.n_accepted == len(before.drafted)
         expected = min(6, before.gamma + 2) if all_accepted else max(1, before.gamma - 1)
         budget = config.max_new_tokens - after.position - 1
@@ -128,7 +130,8 @@ def test_rollback_gives_fresh_logits(pair, prompt_ids, monkeypatch):
 
     monkeypatch.setattr(CachedModel, "feed", checking_feed)
     monkeypatch.setattr(CachedModel, "rollback", marking_rollback)
-    rounds, _ = run_to_end(speculative_generate(pair, prompt_ids, SpecConfig(gamma=5, temperature=1.0, max_new_tokens=40)))
+    config = SpecConfig(gamma=5, temperature=1.0, max_new_tokens=40)
+    rounds, _ = run_to_end(speculative_generate(pair, prompt_ids, config))
     assert any(r.rejection_index is not None for r in rounds)
     assert checked["after_crop"] > 0
 
@@ -231,7 +234,7 @@ def test_lookahead_drafts_the_same_tokens_with_fewer_forwards(pair, prompt_ids, 
     (plain_rounds, plain), (look_rounds, look) = run(0), run(6)
     assert look.token_ids == plain.token_ids
     assert [[d.id for d in r.drafted] for r in look_rounds] == [[d.id for d in r.drafted] for r in plain_rounds]
-    for a, b in zip(look_rounds, plain_rounds):
+    for a, b in zip(look_rounds, plain_rounds, strict=True):
         assert [d.q for d in a.drafted] == pytest.approx([d.q for d in b.drafted], abs=1e-5)
         assert [d.verdict for d in a.drafted] == [d.verdict for d in b.drafted]
         # A token whose q came with a lookup guess cost no forward of its own.
@@ -261,3 +264,35 @@ def test_lookahead_keeps_the_draft_cache_consistent(pair, prompt_ids):
         assert drafter.state.ids == committed[:len(drafter.state.ids)]
     fresh = pair.draft(torch.tensor([committed])).logits[0, -1]
     torch.testing.assert_close(drafter.state.feed(drafter.state.pending(committed))[0], fresh, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("options", [{}, {"lookahead": 4}, {"alternatives": 2}],
+                         ids=["plain", "lookahead", "alternatives"])
+@pytest.mark.parametrize("target_rows, draft_rows", [(29, 32), (32, 29)], ids=["wider draft", "wider target"])
+def test_unequal_widths_greedy_equals_target_alone(target_rows, draft_rows, options):
+    """A draft wider than the target never proposes an id the target cannot embed (its extra ids are masked out of
+    q); a draft narrower than the target reads the target-only ids it has no row for. Either way greedy output is
+    the target's own."""
+    for seed in range(3):
+        pair = unequal_pair(target_rows, draft_rows, seed=seed)
+        ids = pair.encode_prompt(UNEQUAL_PROMPT, chat=False)
+        config = SpecConfig(gamma=4, max_new_tokens=40, **options)
+        rounds, spec = run_to_end(speculative_generate(pair, ids, config))
+        _, base = run_to_end(autoregressive_generate(pair, ids, config))
+        out = pair.target.generate(torch.tensor([ids]), max_new_tokens=40, do_sample=False, min_new_tokens=40)
+        assert spec.token_ids == base.token_ids == tuple(out[0, len(ids):].tolist())
+        drafted = [d.id for r in rounds for d in r.drafted + r.alternatives]
+        assert drafted and max(drafted) < target_rows and spec.accepted > 0
+        if target_rows > draft_rows:   # the draft really met ids it has no embedding for
+            assert max(spec.token_ids) >= TOKENS
+
+
+@pytest.mark.parametrize("target_rows, draft_rows", [(29, 32), (32, 29)], ids=["wider draft", "wider target"])
+def test_unequal_widths_sampling_runs(target_rows, draft_rows):
+    pair = unequal_pair(target_rows, draft_rows)
+    ids = pair.encode_prompt(UNEQUAL_PROMPT, chat=False)
+    for seed in range(5):
+        config = SpecConfig(gamma=4, temperature=1.0, alternatives=2, lookahead=3, seed=seed, max_new_tokens=30)
+        rounds, spec = run_to_end(speculative_generate(pair, ids, config))
+        assert spec.new_tokens == 30 and max(d.id for r in rounds for d in r.drafted) < target_rows
+        assert all(d.q > 0 for r in rounds for d in r.drafted)

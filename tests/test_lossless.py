@@ -8,10 +8,13 @@ import math
 
 import pytest
 import torch
+from unequal_widths import PROMPT as UNEQUAL_PROMPT
+from unequal_widths import unequal_pair
 
-import specviz.engine as engine
+import specviz.acceptance as acceptance
 from specviz.config import SpecConfig
 from specviz.engine import run_to_end, speculative_generate
+from specviz.lossless import lossless_experiment, next_token_distributions
 from specviz.sampling import build_warpers, probabilities, speculative_samples
 from specviz.tiny import tiny_pair
 
@@ -94,10 +97,43 @@ def test_first_two_tokens_follow_the_target(pair, name):
     assert not rejects, f"{name}: chi-square {statistic:.1f} > {critical:.1f}"
 
 
+UNEQUAL = pytest.mark.parametrize("target_rows, draft_rows", [(29, 32), (32, 29)], ids=["wider draft", "wider target"])
+
+
+@UNEQUAL
+def test_unequal_widths_follow_the_target(target_rows, draft_rows):
+    """q is over the target's ids: 0 where the draft has no id, renormalised where it has more. Sampling stays exact."""
+    pair = unequal_pair(target_rows, draft_rows, noise=0.3)
+    config = SpecConfig(gamma=3, temperature=1.0, alternatives=2, lookahead=2, max_new_tokens=3)
+    exact = exact_joint(pair, config)
+    counts = empirical_joint(pair, config, RUNS)
+    rejects, statistic, critical = chi_square_rejects(exact, counts, RUNS)
+    assert not rejects, f"chi-square {statistic:.1f} > {critical:.1f}"
+
+
+@UNEQUAL
+def test_lossless_page_with_unequal_widths(target_rows, draft_rows):
+    pair = unequal_pair(target_rows, draft_rows, noise=0.3)
+    dist = next_token_distributions(pair, UNEQUAL_PROMPT, SpecConfig(temperature=1.0), chat=False)
+    assert dist.p.shape == dist.q.shape == (target_rows,)
+    assert float(dist.q.sum()) == pytest.approx(1.0, abs=1e-5)
+    ids = pair.encode_prompt(UNEQUAL_PROMPT, chat=False)
+    with torch.inference_mode():
+        own = torch.softmax(pair.draft(torch.tensor([ids])).logits[0, -1], -1)   # the draft's own q, all its ids
+    if draft_rows > target_rows:
+        assert float(own[target_rows:].sum()) > 0.1                              # mass the draft may not propose
+        torch.testing.assert_close(dist.q, own[:target_rows] / own[:target_rows].sum())
+    else:
+        assert (dist.q[draft_rows:] == 0).all()
+        torch.testing.assert_close(dist.q[:draft_rows], own)
+    result = lossless_experiment(dist, n=100_000, seed=0, alternatives=1)
+    assert result.tv_pq > 0.05 and result.tv_spec < 3 * result.tv_direct + 0.005
+
+
 def test_skipping_the_residual_resample_is_detected(pair, monkeypatch):
     config = CONFIGS["temperature 1"]
     exact = exact_joint(pair, config)
-    monkeypatch.setattr(engine, "residual", lambda p, q: q)  # on rejection, draw from q again: biased
+    monkeypatch.setattr(acceptance, "residual", lambda p, q: q)  # on rejection, draw from q again: biased
     counts = empirical_joint(pair, config, RUNS)
     rejects, statistic, critical = chi_square_rejects(exact, counts, RUNS)
     assert rejects, f"the biased sampler passed: chi-square {statistic:.1f} <= {critical:.1f}"
@@ -133,7 +169,7 @@ def test_alternatives_keep_more_candidates_and_the_exact_rate_matches():
     q /= q.sum()                                                  # only the final fallback can produce them
     rates = [kept_probability(p, q, k) for k in range(4)]
     assert rates[0] == pytest.approx(float(torch.minimum(p, q).sum()), abs=1e-6)
-    assert all(a < b for a, b in zip(rates, rates[1:]))          # each further candidate can only help
+    assert all(a < b for a, b in zip(rates, rates[1:], strict=False))          # each further candidate can only help
     # Monte Carlo: tokens 0-3 come out exactly when no candidate was kept, as a draw from the final residual.
     n, k = 200_000, 2
     left = residual(residual(residual(p, q), q), q)

@@ -1,0 +1,137 @@
+"""How many tokens to draft each round (gamma), per run.
+
+  constant  gamma = config.gamma every round
+  adaptive  +2 after a round whose drafts were all accepted, -1 otherwise, within [1, gamma_max]
+  auto      AutoSchedule: drafts up to gamma_max tokens while the draft is confident, and takes plain target
+            steps (gamma 0) while speculation measurably does not pay
+
+Each schedule answers next() before a round and learns from the round's RoundCost after it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from .config import SpecConfig
+
+AUTO_CONFIDENCE = 0.7   # the auto schedule's draft-confidence stop when the config leaves it at 0
+
+
+@dataclass(frozen=True)
+class RoundCost:
+    """What a schedule learns from one round."""
+    drafted: int                # tokens drafted
+    chain_accepted: int         # drafted tokens accepted in their own place (a kept alternative not counted)
+    committed: int              # tokens the round committed
+    seconds: float              # the round's wall time: draft, verify, bookkeeping
+    verify_seconds: float       # the target's verify forward
+    with_prompt: bool = False   # the round also processed the prompt (fuse_prompt): not a fair timing
+
+
+class Schedule(Protocol):
+    def next(self) -> int: ...
+
+    def learn(self, cost: RoundCost) -> None: ...
+
+
+def next_gamma(config: SpecConfig, gamma: int, drafted: int, accepted: int) -> int:
+    """Adaptive schedule: +2 after a round whose drafts were all accepted, -1 otherwise, within [1, gamma_max]."""
+    if config.schedule == "constant":
+        return config.gamma
+    if drafted > 0 and accepted == drafted:
+        return min(config.gamma_max, gamma + 2)
+    return max(1, gamma - 1)
+
+
+class StepSchedule:
+    """Schedules "constant" and "adaptive": gamma from the last round's acceptance alone (next_gamma)."""
+
+    def __init__(self, config: SpecConfig):
+        self.config = config
+        self.gamma = config.gamma
+
+    def next(self) -> int:
+        return self.gamma
+
+    def learn(self, cost: RoundCost) -> None:
+        self.gamma = next_gamma(self.config, self.gamma, cost.drafted, cost.chain_accepted)
+
+
+class AutoSchedule:
+    """Schedule "auto": speculate while it measurably pays, else take plain target steps (gamma 0).
+
+    Per run (never stored on a model), from the rounds' own wall-clock times:
+      rate_spec  = (T + w * PRIOR_TOKENS) / (S + w * t_plain)   tokens per second of speculative rounds:
+                   T and S are the tokens committed and the seconds spent (draft, verify, bookkeeping) by
+                   the speculative rounds so far, each older round discounted by DISCOUNT; the prior is
+                   w = PRIOR_ROUNDS imagined rounds that each commit PRIOR_TOKENS in a plain step's time
+      rate_plain = 1 / t_plain   t_plain: moving average of a plain round's seconds; until one is timed,
+                   the shortest verify seen (a verify of g+1 tokens costs at least one step)
+    Every round speculates while rate_spec >= rate_plain, else it is a plain step (which times t_plain);
+    during plain steps T and S fade (PLAIN_DISCOUNT) toward the optimistic prior, so speculation is tried
+    again after a while. While t_plain is only estimated and speculation is not clearly ahead
+    (rate_spec < CLEAR_LEAD * rate_plain), one plain step is taken to time it: where a verify costs several
+    steps the estimate flatters plain decoding's rival. Rounds that processed the prompt are not timed.
+    A speculative round drafts up to gamma_max tokens and stops at the first token whose draft top
+    probability is below the confidence threshold: a calibrated draft's confidence sets each draft's length.
+    Why this rule and not Leviathan's i.i.d. optimum or a cumulative-confidence stop: see docs/DESIGN.md,
+    "The auto schedule".
+    """
+    DISCOUNT = 0.9
+    PLAIN_DISCOUNT = 0.9
+    PRIOR_TOKENS = 2.0
+    PRIOR_ROUNDS = 2.0
+    CLEAR_LEAD = 1.5
+    PLAIN_EMA = 0.7
+
+    def __init__(self, config: SpecConfig):
+        self.gamma_max = config.gamma_max
+        self.tokens = 0.0                       # T: discounted tokens of speculative rounds
+        self.seconds = 0.0                      # S: their discounted seconds
+        self.plain_seconds: float | None = None # t_plain, measured
+        self.shortest_verify: float | None = None
+
+    def t_plain(self) -> float | None:
+        return self.plain_seconds if self.plain_seconds is not None else self.shortest_verify
+
+    def rates(self) -> tuple[float, float]:
+        """(rate_spec, rate_plain) in tokens per second; only defined once t_plain is known or estimated."""
+        t_plain, w = self.t_plain(), self.PRIOR_ROUNDS
+        return (self.tokens + w * self.PRIOR_TOKENS) / (self.seconds + w * t_plain), 1.0 / t_plain
+
+    def next(self) -> int:
+        if self.t_plain() is None:
+            return self.gamma_max
+        spec, plain = self.rates()
+        if self.plain_seconds is None and spec < self.CLEAR_LEAD * plain:
+            return 0                            # time one plain step (once: then plain_seconds is known)
+        return self.gamma_max if spec >= plain else 0
+
+    def learn(self, cost: RoundCost) -> None:
+        self.observe(cost.drafted, cost.committed, cost.seconds, with_prompt=cost.with_prompt,
+                     verify_seconds=cost.verify_seconds)
+
+    def observe(self, drafted: int, committed: int, seconds: float, with_prompt: bool = False,
+                verify_seconds: float | None = None) -> None:
+        if with_prompt:
+            return
+        if drafted == 0:
+            step = seconds / max(committed, 1)
+            self.plain_seconds = step if self.plain_seconds is None else (
+                self.PLAIN_EMA * self.plain_seconds + (1 - self.PLAIN_EMA) * step)
+            self.tokens *= self.PLAIN_DISCOUNT
+            self.seconds *= self.PLAIN_DISCOUNT
+            return
+        self.tokens = self.DISCOUNT * self.tokens + committed
+        self.seconds = self.DISCOUNT * self.seconds + seconds
+        if verify_seconds is not None:
+            self.shortest_verify = min(verify_seconds, self.shortest_verify or verify_seconds)
+
+
+def make_schedule(config: SpecConfig) -> Schedule:
+    return AutoSchedule(config) if config.schedule == "auto" else StepSchedule(config)
+
+
+def draft_confidence(config: SpecConfig) -> float:
+    """The draft's confidence stop: the config's, else AUTO_CONFIDENCE for the auto schedule, else none (0)."""
+    return config.draft_confidence or (AUTO_CONFIDENCE if config.schedule == "auto" else 0.0)
