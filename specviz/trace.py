@@ -211,7 +211,7 @@ def trace_from_json(text: str | bytes) -> Trace:
         raise TraceError(f"not a usable trace file: {exc}") from None
     if not isinstance(data, dict) or data.get("format") != TRACE_FORMAT:
         raise TraceError("not a specviz trace: the file has no \"format\": \"specviz-trace\" field")
-    if data.get("version") != TRACE_VERSION:
+    if type(data.get("version")) is not int or data["version"] != TRACE_VERSION:  # true == 1.0 == 1 in Python
         raise TraceError(f"trace version {check.show(data.get('version'))} is not supported "
                          f"(this specviz reads version {TRACE_VERSION})")
     body = {k: v for k, v in data.items() if k not in ("format", "version")}

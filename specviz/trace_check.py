@@ -391,6 +391,8 @@ def _check_totals(s: RunSummary, where: str, max_new_tokens: int, appended: list
     expect(s.new_tokens <= max_new_tokens and (s.finish_reason != "length" or s.new_tokens == max_new_tokens),
            f"{where}: {s.new_tokens} tokens, finish_reason {s.finish_reason!r}, max_new_tokens {max_new_tokens}")
     expect(s.finish_reason != "eos" or s.new_tokens > 0, f"{where}.finish_reason is 'eos' but no token was made")
+    expect(s.prefill_seconds <= s.seconds and ends <= s.seconds,
+           f"{where}.seconds ({s.seconds:g}) ends before its prefill or its last event ({ends:g} s)")
     steps, drafted, accepted, forwards = counts
     for name, total in (("rounds", steps), ("drafted", drafted), ("accepted", accepted), ("draft_forwards", forwards)):
         expect(getattr(s, name) == total, f"{where}.{name} is {getattr(s, name)}; its events add up to {total}")
@@ -400,5 +402,3 @@ def _check_totals(s: RunSummary, where: str, max_new_tokens: int, appended: list
         expected = numerator / denominator if denominator > 0 else 0.0
         expect(math.isclose(getattr(s, name), expected, rel_tol=1e-6, abs_tol=1e-9),
                f"{where}.{name} is {getattr(s, name):g}; its counts give {expected:g}")
-    expect(s.prefill_seconds <= s.seconds and ends <= s.seconds,
-           f"{where}.seconds ({s.seconds:g}) ends before its prefill or its last event ({ends:g} s)")
