@@ -9,6 +9,8 @@ import pytest
 
 from specviz import runs
 from specviz import trace_check as check
+from specviz.config import SpecConfig
+from specviz.tiny import tiny_pair
 from specviz.trace import DraftedToken, RoundEvent, TraceError, load_trace, save_trace, trace_from_json
 from specviz.trace_check import Int, Record
 
@@ -101,6 +103,71 @@ def test_caps_cover_what_a_run_may_hold():
 def test_a_reader_must_know_every_field():
     with pytest.raises(TypeError, match="out of step"):
         Record(DraftedToken, {"id": Int(0, 1)})
+
+
+# Runs of every kind the engine makes: the agreement checks must hold for each, or a real trace is refused.
+RUN_SETTINGS = [
+    SpecConfig(gamma=4, max_new_tokens=30),
+    SpecConfig(gamma=3, temperature=0.9, top_k=20, top_p=0.9, seed=3, max_new_tokens=30),
+    SpecConfig(gamma=2, schedule="adaptive", gamma_max=8, max_new_tokens=30),
+    SpecConfig(schedule="auto", gamma_max=16, draft_confidence=0.5, max_new_tokens=40),
+    SpecConfig(schedule="auto", gamma_max=12, lookahead=6, max_new_tokens=40),
+    SpecConfig(gamma=5, drafter="ngram", max_new_tokens=30),
+    SpecConfig(gamma=5, drafter="ngram", temperature=1.0, seed=2, max_new_tokens=30),
+    SpecConfig(gamma=4, alternatives=2, draft_confidence=0.9, max_new_tokens=30),
+    SpecConfig(gamma=4, alternatives=3, temperature=1.0, seed=5, max_new_tokens=30),
+    SpecConfig(gamma=4, fuse_prompt=True, max_new_tokens=30),
+    SpecConfig(gamma=3, fuse_prompt=True, alternatives=2, temperature=0.7, lookahead=4, max_new_tokens=30),
+    SpecConfig(gamma=6, max_new_tokens=1),
+    SpecConfig(gamma=32, gamma_max=32, record_top=64, max_new_tokens=12),
+]
+RUN_PROMPT = "1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2,"
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return tiny_pair()
+
+
+def loads_again(trace):
+    again = trace_from_json(trace.to_json())
+    assert again == trace
+    return again
+
+
+@pytest.mark.parametrize("config", RUN_SETTINGS, ids=range(len(RUN_SETTINGS)))
+def test_every_kind_of_run_loads(pair, config):
+    loads_again(runs.run_trace(pair, RUN_PROMPT, config, chat=False, baseline=True))
+    loads_again(runs.run_trace(pair, "x", config, chat=False))                       # a one-token prompt
+
+
+@pytest.mark.parametrize("config", [RUN_SETTINGS[0], RUN_SETTINGS[1], RUN_SETTINGS[5], RUN_SETTINGS[8]], ids=range(4))
+def test_runs_that_end_at_an_end_of_sequence_load(pair, config):
+    free = runs.run_trace(pair, RUN_PROMPT, config, chat=False)
+    ended = cut = 0
+    for eos in dict.fromkeys([d.id for r in free.rounds for d in r.drafted] + list(free.summary.token_ids[3:8])):
+        pair.target.generation_config.eos_token_id = eos
+        try:
+            trace = loads_again(runs.run_trace(pair, RUN_PROMPT, config, chat=False, baseline=True))
+        finally:
+            pair.target.generation_config.eos_token_id = None
+        ended += trace.summary.finish_reason == "eos"
+        cut += len(trace.rounds[-1].appended) <= trace.rounds[-1].n_accepted    # ended on an accepted draft
+    assert ended and (cut or config.drafter == "ngram")   # the n-gram drafter seldom proposes the end here
+
+
+def test_a_cancelled_run_loads(pair):
+    import threading
+    cancel, seen = threading.Event(), []
+
+    def on_event(event):
+        seen.append(event)
+        if len(seen) == 2:
+            cancel.set()
+
+    trace = runs.run_trace(pair, RUN_PROMPT, SpecConfig(max_new_tokens=50), chat=False, baseline=True, cancel=cancel,
+                           on_event=on_event)
+    assert loads_again(trace).summary.finish_reason == "cancelled"
 
 
 # --- types and ranges: each field is checked, and the message names it -----------------------------------
