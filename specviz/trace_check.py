@@ -11,7 +11,7 @@ import json
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import MISSING, dataclass, fields
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from .config import GAMMA_LIMIT, MAX_NEW_TOKENS_LIMIT
 
@@ -23,7 +23,6 @@ if TYPE_CHECKING:  # annotations only: trace.py imports this module
 MAX_FILE_BYTES = 32 * 2**20
 MAX_JSON_OBJECTS = 1_000_000     # a real trace has at most about 250 000 (1024 rounds of up to 240 records)
 MAX_JSON_ARRAYS = 1_000_000      # counted as '[' bytes, strings included; a real trace has about 7 per round
-MAX_NUMBER_CHARS = 40            # longer literals are refused before int()/float() sees them
 MAX_TOKEN_ID = 2**31             # ids are below this, and below pair["vocab_size"] when the file names one
 MAX_PROMPT_IDS = 8192            # runs.MAX_PROMPT_TOKENS is 2048
 MAX_PROMPT_CHARS = 32_000        # runs.MAX_PROMPT_CHARS is 8000
@@ -59,46 +58,45 @@ def show(value: Any) -> str:
 
 # --- parsing ----------------------------------------------------------------------------------------------
 
-def _number(convert: Callable[[str], Any]) -> Callable[[str], Any]:
-    def parse(literal: str) -> Any:
-        expect(len(literal) <= MAX_NUMBER_CHARS, f"a number literal is {len(literal)} characters long")
-        value = convert(literal)
-        expect(math.isfinite(value), f"the number {show(literal)} is out of range")
-        return value
-    return parse
-
-
 def _no_constant(name: str) -> Any:
-    raise Refused(f"{name} is not a number a trace can hold")
+    raise Refused(f"not a usable trace file: {name} is not a number a trace can hold")
 
 
 def parse_json(data: str | bytes) -> Any:
-    """JSON text -> Python values, refusing what could exhaust memory or time before it is built: a file over
-    MAX_FILE_BYTES, too many objects or arrays, NaN and Infinity, over-long numbers, deep nesting."""
+    """JSON text -> Python values, refusing what could exhaust memory or time, before it is built where it can be:
+    a file over MAX_FILE_BYTES, too many objects or arrays, deep nesting, NaN and Infinity, integers too long for
+    int() (Python's 4300-digit limit). Every refusal is one Refused."""
     size = len(data)
-    expect(size <= MAX_FILE_BYTES, f"the file is {size / 2**20:.1f} MB; a trace is at most {MAX_FILE_BYTES >> 20} MB")
+    expect(size <= MAX_FILE_BYTES, f"not a usable trace file: the file is {size / 2**20:.1f} MB; "
+                                   f"a trace is at most {MAX_FILE_BYTES >> 20} MB")
     arrays = data.count(b"[" if isinstance(data, bytes) else "[")
-    expect(arrays <= MAX_JSON_ARRAYS, f"the file has {arrays} arrays; a trace has at most {MAX_JSON_ARRAYS}")
+    expect(arrays <= MAX_JSON_ARRAYS, f"not a usable trace file: it has {arrays} '[' characters; the limit is "
+                                      f"{MAX_JSON_ARRAYS}")
     objects = 0
 
-    def count(pairs: list[tuple[str, Any]]) -> dict:
+    def count(obj: dict) -> dict:
         nonlocal objects
         objects += 1
-        expect(objects <= MAX_JSON_OBJECTS, f"the file has over {MAX_JSON_OBJECTS} objects")
-        return dict(pairs)
+        if objects > MAX_JSON_OBJECTS:
+            raise Refused(f"not a usable trace file: it has over {MAX_JSON_OBJECTS} objects")
+        return obj
 
     try:
-        return json.loads(data, object_pairs_hook=count, parse_int=_number(int), parse_float=_number(float),
-                          parse_constant=_no_constant)
+        return json.loads(data, object_hook=count, parse_constant=_no_constant)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise Refused(f"not a JSON file ({exc.__class__.__name__}: {str(exc)[:200]})") from None
+    except ValueError as exc:  # int()'s digit limit, the only other ValueError json.loads raises
+        raise Refused(f"not a usable trace file: {str(exc)[:80]}") from None
     except RecursionError:
-        raise Refused("the JSON is nested too deeply") from None
+        raise Refused("not a usable trace file: the JSON is nested too deeply") from None
     except MemoryError:
-        raise Refused("the file is too large to read") from None
+        raise Refused("not a usable trace file: it is too large to read") from None
 
 
 # --- typed fields -----------------------------------------------------------------------------------------
 # Each kind reads one JSON value at a path such as rounds[3].drafted[1].verdict: it checks the type (a bool is
-# not a number), the range, and a container's length before reading its items.
+# not a number), the range, and a container's length before reading its items. They run once per value of a
+# file, so a message is only formatted once a check fails.
 
 @dataclass(frozen=True)
 class Int:
@@ -106,19 +104,23 @@ class Int:
     hi: int
 
     def read(self, value: Any, where: str) -> int:
-        expect(type(value) is int, f"{where} must be an integer, got {show(value)}")
-        expect(self.lo <= value <= self.hi, f"{where} must be between {self.lo} and {self.hi}, got {value}")
+        if type(value) is not int:
+            raise Refused(f"{where} must be an integer, got {show(value)}")
+        if not self.lo <= value <= self.hi:
+            raise Refused(f"{where} must be between {self.lo} and {self.hi}, got {show(value)}")
         return value
 
 
 @dataclass(frozen=True)
 class Float:
     lo: float
-    hi: float
+    hi: float   # finite: an int within it converts to a float exactly enough
 
     def read(self, value: Any, where: str) -> float:
-        expect(type(value) in (int, float), f"{where} must be a number, got {show(value)}")
-        expect(self.lo <= value <= self.hi, f"{where} must be between {self.lo:g} and {self.hi:g}, got {value}")
+        if type(value) not in (int, float):
+            raise Refused(f"{where} must be a number, got {show(value)}")
+        if not self.lo <= value <= self.hi:  # also refuses inf and nan (1e999 parses to inf)
+            raise Refused(f"{where} must be between {self.lo:g} and {self.hi:g}, got {show(value)}")
         return float(value)
 
 
@@ -127,9 +129,12 @@ class Str:
     max_chars: int
 
     def read(self, value: Any, where: str) -> str:
-        expect(type(value) is str, f"{where} must be a string, got {show(value)}")
-        expect(len(value) <= self.max_chars, f"{where} is {len(value)} characters long; the limit is {self.max_chars}")
-        expect(value.isascii() or _is_unicode(value), f"{where} holds an unpaired surrogate (\\ud800-\\udfff)")
+        if type(value) is not str:
+            raise Refused(f"{where} must be a string, got {show(value)}")
+        if len(value) > self.max_chars:
+            raise Refused(f"{where} is {len(value)} characters long; the limit is {self.max_chars}")
+        if not (value.isascii() or _is_unicode(value)):
+            raise Refused(f"{where} holds an unpaired surrogate (\\ud800-\\udfff)")
         return value
 
 
@@ -144,7 +149,8 @@ def _is_unicode(text: str) -> bool:
 
 class Bool:
     def read(self, value: Any, where: str) -> bool:
-        expect(type(value) is bool, f"{where} must be true or false, got {show(value)}")
+        if type(value) is not bool:
+            raise Refused(f"{where} must be true or false, got {show(value)}")
         return value
 
 
@@ -153,8 +159,8 @@ class Choice:
     values: tuple[str, ...]
 
     def read(self, value: Any, where: str) -> str:
-        expect(type(value) is str and value in self.values,
-               f"{where} must be one of {', '.join(map(repr, self.values))}, got {show(value)}")
+        if type(value) is not str or value not in self.values:
+            raise Refused(f"{where} must be one of {', '.join(map(repr, self.values))}, got {show(value)}")
         return value
 
 
@@ -173,9 +179,10 @@ class Many:
     min_len: int = 0
 
     def read(self, value: Any, where: str) -> tuple:
-        expect(type(value) is list, f"{where} must be an array, got {show(value)}")
-        expect(self.min_len <= len(value) <= self.max_len,
-               f"{where} has {len(value)} items; it must have {self.min_len} to {self.max_len}")
+        if type(value) is not list:
+            raise Refused(f"{where} must be an array, got {show(value)}")
+        if not self.min_len <= len(value) <= self.max_len:
+            raise Refused(f"{where} has {len(value)} items; it must have {self.min_len} to {self.max_len}")
         return tuple(self.item.read(v, f"{where}[{i}]") for i, v in enumerate(value))
 
 
@@ -186,34 +193,33 @@ class Names:
     max_chars: int
 
     def read(self, value: Any, where: str) -> dict[str, str]:
-        expect(type(value) is dict, f"{where} must be an object, got {show(value)}")
-        expect(len(value) <= self.max_entries, f"{where} has {len(value)} entries; the limit is {self.max_entries}")
+        if type(value) is not dict:
+            raise Refused(f"{where} must be an object, got {show(value)}")
+        if len(value) > self.max_entries:
+            raise Refused(f"{where} has {len(value)} entries; the limit is {self.max_entries}")
         text = Str(self.max_chars)
         return {text.read(k, f"{where} key"): text.read(v, f"{where}[{show(k)}]") for k, v in value.items()}
 
 
-@dataclass(frozen=True)
 class Record:
     """A dataclass: every field has a kind; unknown or missing fields are refused unless lenient (then unknown
     ones are dropped and missing ones keep their defaults, as SpecConfig.from_dict does)."""
-    cls: type
-    kinds: dict[str, Any]
-    lenient: bool = False
 
-    def __post_init__(self) -> None:
-        names = {f.name for f in fields(self.cls)}
-        if set(self.kinds) != names:  # a field added to the dataclass without a rule for reading it
-            raise TypeError(f"{self.cls.__name__}: kinds for {sorted(set(self.kinds) ^ names)} out of step")
+    def __init__(self, cls: type, kinds: dict[str, Any], lenient: bool = False):
+        names = {f.name for f in fields(cls)}
+        if set(kinds) != names:  # a field added to the dataclass without a rule for reading it
+            raise TypeError(f"{cls.__name__}: kinds for {sorted(set(kinds) ^ names)} out of step")
+        self.cls, self.kinds, self.lenient = cls, kinds, lenient
+        self.required = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
 
     def values(self, value: Any, where: str) -> dict[str, Any]:
-        label = where or "the trace"
-        expect(type(value) is dict, f"{label} must be an object, got {show(value)}")
-        if not self.lenient:
-            unknown = sorted(set(value) - set(self.kinds))
-            expect(not unknown, f"{label} has unknown fields: {', '.join(show(k) for k in unknown[:5])}")
-            required = [f.name for f in fields(self.cls) if f.default is MISSING and f.default_factory is MISSING]
-            missing = [name for name in required if name not in value]
-            expect(not missing, f"{label} lacks the fields: {', '.join(missing)}")
+        if type(value) is not dict:
+            raise Refused(f"{where or 'the trace'} must be an object, got {show(value)}")
+        if not self.lenient and (value.keys() - self.kinds.keys() or any(n not in value for n in self.required)):
+            unknown = sorted(value.keys() - self.kinds.keys())
+            expect(not unknown, f"{where or 'the trace'} has unknown fields: {', '.join(map(show, unknown[:5]))}")
+            missing = [name for name in self.required if name not in value]
+            raise Refused(f"{where or 'the trace'} lacks the fields: {', '.join(missing)}")
         prefix = f"{where}." if where else ""
         return {k: self.kinds[k].read(v, prefix + k) for k, v in value.items() if k in self.kinds}
 
@@ -228,8 +234,8 @@ class Record:
 def check_trace(trace: Trace) -> None:
     vocab = vocab_size(trace.pair)
     for where, ids in _id_lists(trace):
-        outside = next((i for i in ids if i >= vocab), None)
-        expect(outside is None, f"{where} holds the id {outside}, outside the vocabulary of {vocab} tokens")
+        if ids and max(ids) >= vocab:
+            raise Refused(f"{where} holds the id {max(ids)}, outside the vocabulary of {vocab} tokens")
     rounds = trace.rounds
     _check_steps(rounds, "rounds")
     _check_rounds(trace)
@@ -362,11 +368,11 @@ def _kept_alternative(r: RoundEvent, allowed: int, where: str) -> Any:
 def _check_draws(tokens: Sequence[Any], greedy: bool, where: str) -> None:
     """Greedy decides by argmax (no draws); sampling draws u for every checked token and keeps it iff u <= ratio."""
     for i, d in enumerate(tokens):
-        drawn = not greedy and d.verdict != "unchecked"
-        expect((d.u is not None) == drawn, f"{where}[{i}].u is {show(d.u)} for a {d.verdict} token "
-                                           f"({'greedy' if greedy else 'sampling'})")
-        expect(d.u is None or (d.u <= d.ratio) == (d.verdict == "accepted"),
-               f"{where}[{i}].verdict is {d.verdict!r}, but u is {d.u} and ratio {d.ratio}")
+        if (d.u is not None) != (not greedy and d.verdict != "unchecked"):
+            mode = "greedy" if greedy else "sampling"
+            raise Refused(f"{where}[{i}].u is {show(d.u)} for a {d.verdict} token ({mode})")
+        if d.u is not None and (d.u <= d.ratio) != (d.verdict == "accepted"):
+            raise Refused(f"{where}[{i}].verdict is {d.verdict!r}, but u is {d.u} and ratio {d.ratio}")
 
 
 def _check_baseline(trace: Trace) -> None:
