@@ -14,7 +14,7 @@ BASES = [ROOT / "tests" / "data" / "tiny_trace.json",                       # gr
          ROOT / "assets" / "traces" / "2_prose_sampling.json",             # sampling: draws u, an end of sequence
          ROOT / "assets" / "traces" / "5_prose_auto_alternatives.json"]    # auto schedule, lookahead, alternatives
 TEXTS = [path.read_text(encoding="utf-8") for path in BASES]
-FUZZ = settings(max_examples=120, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def paths_in(node, prefix=()):
@@ -67,12 +67,13 @@ VALUES = st.one_of(
 
 
 @st.composite
-def base_and_path(draw, numbers_only: bool = False):
+def base_and_path(draw, of_types: tuple[type, ...] = ()):
+    """A base trace's JSON and one key path in it (only to values of these types, if given)."""
     which = draw(st.integers(0, len(BASES) - 1))
     data = json.loads(TEXTS[which])
     candidates = PATHS[which]
-    if numbers_only:
-        candidates = [p for p in candidates if type(get(data, p)) in (int, float)]
+    if of_types:
+        candidates = [p for p in candidates if type(get(data, p)) in of_types]
     return data, draw(st.sampled_from(candidates))
 
 
@@ -84,7 +85,7 @@ def test_any_value_replaced_by_anything(target, value):
 
 
 @FUZZ
-@given(base_and_path(numbers_only=True), st.one_of(st.integers(-3, 3), st.sampled_from([0.5, 2.0, 1e-9, 1e12])))
+@given(base_and_path(of_types=(int, float)), st.one_of(st.integers(-3, 3), st.sampled_from([0.5, 2.0, 1e-9, 1e12])))
 def test_numbers_nudged(target, change):
     """Small, plausible edits: mostly refused as inconsistent, sometimes (a time) still a trace."""
     data, path = target
@@ -93,6 +94,16 @@ def test_numbers_nudged(target, change):
     if type(value) is int and isinstance(change, int):
         nudged = int(nudged)
     outcome(json.dumps(put(data, path, nudged)))
+
+
+@FUZZ
+@given(base_and_path(of_types=(str,)), st.one_of(MARKUP, st.text(max_size=30),
+                                                 st.integers(0xD800, 0xDFFF).map(chr)))   # a lone surrogate
+def test_any_text_replaced_by_markup_or_any_text(target, text):
+    """Markup in a text field is data (the pages escape it); text no page can encode is refused."""
+    data, path = target
+    if outcome(json.dumps(put(data, path, text))) is not None:
+        assert not any(0xD800 <= ord(c) <= 0xDFFF for c in text)
 
 
 @FUZZ
