@@ -157,7 +157,7 @@ _DRAFTED = Record(DraftedToken, {
 _CACHE = Int(0, check.MAX_CACHE)
 _ROUND = Record(RoundEvent, {
     "index": Int(0, MAX_NEW_TOKENS_LIMIT - 1), "position": Int(0, MAX_NEW_TOKENS_LIMIT - 1),
-    "gamma": Int(0, GAMMA_LIMIT),    "drafted": Many(_DRAFTED, GAMMA_LIMIT), "n_accepted": Int(0, GAMMA_LIMIT),
+    "gamma": Int(0, GAMMA_LIMIT), "drafted": Many(_DRAFTED, GAMMA_LIMIT), "n_accepted": Int(0, GAMMA_LIMIT),
     "rejection_index": Optional(Int(0, GAMMA_LIMIT - 1)), "next_token": _TOKEN,
     "next_source": Choice(get_args(NextSource)), "top_p": _TOP, "top_q": _TOP, "top_residual": _TOP,
     "appended": Many(_ID, GAMMA_LIMIT + 1, min_len=1), "target_cache_before": _CACHE, "target_cache_after": _CACHE,
@@ -193,10 +193,9 @@ class _Config:
 
 _TRACE = Record(Trace, {
     "config": _Config(), "pair": Names(check.MAX_PAIR_ENTRIES, check.MAX_PAIR_CHARS),
-    "prompt": Str(check.MAX_PROMPT_CHARS),    "prompt_ids": Many(_ID, check.MAX_PROMPT_IDS, min_len=1),
-    "rounds": Many(_ROUND, MAX_NEW_TOKENS_LIMIT),
-    "summary": _SUMMARY, "baseline": Many(_STEP, MAX_NEW_TOKENS_LIMIT), "baseline_summary": Optional(_SUMMARY),
-    "note": Str(check.MAX_NOTE_CHARS)})
+    "prompt": Str(check.MAX_PROMPT_CHARS), "prompt_ids": Many(_ID, check.MAX_PROMPT_IDS, min_len=1),
+    "rounds": Many(_ROUND, MAX_NEW_TOKENS_LIMIT), "summary": _SUMMARY, "baseline": Many(_STEP, MAX_NEW_TOKENS_LIMIT),
+    "baseline_summary": Optional(_SUMMARY), "note": Str(check.MAX_NOTE_CHARS)})
 
 
 def trace_from_json(text: str | bytes) -> Trace:
@@ -228,12 +227,8 @@ def save_trace(trace: Trace, path: str | Path) -> None:
 
 
 def load_trace(source: str | Path | IO[bytes]) -> Trace:
-    """A trace from a path or an open binary file; a file over check.MAX_FILE_BYTES is refused unread."""
+    """A trace from a path or an open binary file, of which at most one byte more than a trace may hold is read."""
     if hasattr(source, "read"):
         return trace_from_json(source.read(check.MAX_FILE_BYTES + 1))
-    path = Path(source)
-    size = path.stat().st_size
-    if size > check.MAX_FILE_BYTES:
-        raise TraceError(f"not a usable trace file: the file is {size / 2**20:.1f} MB; "
-                         f"a trace is at most {check.MAX_FILE_BYTES // 2**20} MB")
-    return trace_from_json(path.read_bytes())
+    with Path(source).open("rb") as f:
+        return trace_from_json(f.read(check.MAX_FILE_BYTES + 1))

@@ -66,9 +66,8 @@ def parse_json(data: str | bytes) -> Any:
     """JSON text -> Python values, refusing what could exhaust memory or time, before it is built where it can be:
     a file over MAX_FILE_BYTES, too many objects or arrays, deep nesting, NaN and Infinity, integers too long for
     int() (Python's 4300-digit limit). Every refusal is one Refused."""
-    size = len(data)
-    expect(size <= MAX_FILE_BYTES, f"not a usable trace file: the file is {size / 2**20:.1f} MB; "
-                                   f"a trace is at most {MAX_FILE_BYTES >> 20} MB")
+    expect(len(data) <= MAX_FILE_BYTES, f"not a usable trace file: it is over {MAX_FILE_BYTES >> 20} MB, "
+                                        f"the most a trace may hold")
     arrays = data.count(b"[" if isinstance(data, bytes) else "[")
     expect(arrays <= MAX_JSON_ARRAYS, f"not a usable trace file: it has {arrays} '[' characters; the limit is "
                                       f"{MAX_JSON_ARRAYS}")
