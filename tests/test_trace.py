@@ -259,6 +259,7 @@ def bump(value):
     (GREEDY, ("rounds", 2, "n_accepted"), bump, "rounds[2].n_accepted is 2; its verdicts give 1"),
     (GREEDY, ("rounds", 2, "rejection_index"), lambda v: None, "rounds[2].drafted: the verdicts disagree"),
     (GREEDY, ("rounds", 2, "rejection_index"), lambda v: 4, "rounds[2].drafted: the verdicts disagree"),
+    (GREEDY, ("rounds", 1, "rejection_index"), lambda v: 5, "rounds[1].rejection_index is 5, past its 5 drafted"),
     (GREEDY, ("rounds", 2, "next_source"), lambda v: "bonus", "rounds[2].next_source is 'bonus'"),
     (GREEDY, ("rounds", 2, "appended"), lambda v: v + [v[-1]], "rounds[2].appended is not the accepted drafts"),
     (GREEDY, ("rounds", 2, "appended"), lambda v: v[::-1], "rounds[2].appended is not the accepted drafts"),
@@ -290,6 +291,7 @@ def bump(value):
     (GREEDY, ("baseline", 5, "index"), bump, "baseline[5].index is 6"),
     (GREEDY, ("baseline", 5, "elapsed"), lambda v: 0.0, "baseline[5].elapsed"),
     (GREEDY, ("baseline_summary", "method"), lambda v: "speculative", "baseline_summary.method must be"),
+    (GREEDY, ("summary", "finish_reason"), lambda v: "cancelled", "a cancelled run has no baseline"),
     (GREEDY, ("baseline_summary", "new_tokens"), bump, "baseline_summary.new_tokens is 65"),
     (GREEDY, ("baseline_summary", "seconds"), lambda v: 1.0, "baseline_summary.seconds (1) ends before"),
     (GREEDY, ("baseline_summary",), lambda v: None, "baseline has tokens but there is no baseline_summary"),
@@ -310,6 +312,18 @@ def test_a_trace_whose_parts_disagree_is_refused(path, where, change, fragment):
         node = node[key]
     node[last] = change(copy.deepcopy(node[last]))
     refused(json.dumps(data), "inconsistent trace", fragment)
+
+
+def test_a_run_stopped_before_its_first_round():
+    """Cancelled before round 0 it is a trace of no tokens; an end of sequence needs a token."""
+    data = data_of(GREEDY)
+    data.update(rounds=[], baseline=[], baseline_summary=None)
+    data["summary"].update(token_ids=[], text="", new_tokens=0, rounds=0, drafted=0, accepted=0, acceptance_rate=0.0,
+                           mean_accepted_per_round=0.0, tokens_per_second=0.0, draft_forwards=0,
+                           finish_reason="cancelled")
+    assert trace_from_json(json.dumps(data)).summary.new_tokens == 0
+    data["summary"]["finish_reason"] = "eos"
+    refused(json.dumps(data), "summary.finish_reason is 'eos' but no token was made")
 
 
 def test_the_branched_trace_keeps_an_alternative_where_the_check_expects_it():
