@@ -6,12 +6,14 @@ trace replays it without any model loaded.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO, Any, Literal, Union
+from typing import IO, Any, Literal, Union, get_args
 
-from .config import SpecConfig
+from . import trace_check as check
+from .config import GAMMA_LIMIT, MAX_ALTERNATIVES, MAX_NEW_TOKENS_LIMIT, DrafterName, Schedule, SpecConfig
 from .errors import UserError
+from .trace_check import Bool, Choice, Float, Int, Many, Names, Optional, Record, Str
 
 TRACE_FORMAT = "specviz-trace"
 TRACE_VERSION = 1
@@ -140,63 +142,84 @@ class Trace:
         return json.dumps(body, ensure_ascii=False)
 
 
-_NESTED: dict[type, dict[str, type]] = {
-    RoundEvent: {"drafted": DraftedToken, "next_token": TokenProb, "top_p": TokenProb,
-                 "top_q": TokenProb, "top_residual": TokenProb, "alternatives": DraftedToken},
-    TokenEvent: {"token": TokenProb},
-}
+# --- reading: every field typed and bounded, then the whole checked for agreement (trace_check) ------------
+
+_ID = Int(0, check.MAX_TOKEN_ID - 1)
+_PROB = Float(0.0, 1.0 + check.PROB_SLACK)
+_UNIT = Float(0.0, 1.0)
+_SECONDS = Float(0.0, check.MAX_SECONDS)
+_COUNT = Int(0, MAX_NEW_TOKENS_LIMIT * GAMMA_LIMIT)
+_TOKEN = Record(TokenProb, {"id": _ID, "text": Str(check.MAX_TOKEN_CHARS), "prob": _PROB})
+_TOP = Many(_TOKEN, check.MAX_TOP)
+_DRAFTED = Record(DraftedToken, {
+    "id": _ID, "text": Str(check.MAX_TOKEN_CHARS), "q": _PROB, "p": _PROB, "ratio": _UNIT, "u": Optional(_UNIT),
+    "verdict": Choice(get_args(Verdict)), "from_lookahead": Bool()})
+_CACHE = Int(0, check.MAX_CACHE)
+_ROUND = Record(RoundEvent, {
+    "index": Int(0, MAX_NEW_TOKENS_LIMIT - 1), "position": Int(0, MAX_NEW_TOKENS_LIMIT - 1),
+    "gamma": Int(0, GAMMA_LIMIT), "drafted": Many(_DRAFTED, GAMMA_LIMIT), "n_accepted": Int(0, GAMMA_LIMIT),
+    "rejection_index": Optional(Int(0, GAMMA_LIMIT - 1)), "next_token": _TOKEN,
+    "next_source": Choice(get_args(NextSource)), "top_p": _TOP, "top_q": _TOP, "top_residual": _TOP,
+    "appended": Many(_ID, GAMMA_LIMIT + 1, min_len=1), "target_cache_before": _CACHE, "target_cache_after": _CACHE,
+    "draft_cache_before": _CACHE, "draft_cache_after": _CACHE, "draft_seconds": _SECONDS, "verify_seconds": _SECONDS,
+    "draft_forwards": Int(0, GAMMA_LIMIT), "elapsed": _SECONDS, "bookkeeping_seconds": _SECONDS,
+    "alternatives": Many(_DRAFTED, MAX_ALTERNATIVES)})
+_STEP = Record(TokenEvent, {"index": Int(0, MAX_NEW_TOKENS_LIMIT - 1), "token": _TOKEN, "seconds": _SECONDS,
+                            "elapsed": _SECONDS})
+_SUMMARY = Record(RunSummary, {
+    "method": Choice(get_args(Method)), "token_ids": Many(_ID, MAX_NEW_TOKENS_LIMIT), "text": Str(check.MAX_TEXT_CHARS),
+    "new_tokens": Int(0, MAX_NEW_TOKENS_LIMIT), "rounds": Int(0, MAX_NEW_TOKENS_LIMIT), "drafted": _COUNT,
+    "accepted": _COUNT, "acceptance_rate": _UNIT, "mean_accepted_per_round": Float(0.0, GAMMA_LIMIT),
+    "seconds": _SECONDS, "prefill_seconds": _SECONDS, "tokens_per_second": Float(0.0, 1e12),
+    "finish_reason": Choice(get_args(FinishReason)), "draft_seconds": _SECONDS, "verify_seconds": _SECONDS,
+    "draft_forwards": _COUNT, "bookkeeping_seconds": _SECONDS})
+# Settings: typed here, then SpecConfig.validate checks what they mean. Unknown keys are dropped and missing ones
+# keep their defaults (SpecConfig.from_dict), so traces from before a setting existed still load.
+_CONFIG = Record(SpecConfig, {
+    "gamma": Int(1, GAMMA_LIMIT), "schedule": Choice(get_args(Schedule)), "gamma_max": Int(1, GAMMA_LIMIT),
+    "draft_confidence": _UNIT, "temperature": Float(0.0, 1e6), "top_k": Int(0, check.MAX_TOKEN_ID), "top_p": _UNIT,
+    "seed": Int(0, 2**64 - 1), "max_new_tokens": Int(1, MAX_NEW_TOKENS_LIMIT), "drafter": Choice(get_args(DrafterName)),
+    "ngram_size": Int(1, 8), "lookahead": Int(0, GAMMA_LIMIT), "alternatives": Int(0, MAX_ALTERNATIVES),
+    "record_top": Int(0, check.MAX_TOP), "fuse_prompt": Bool()}, lenient=True)
 
 
-def _build(cls: type, data: Any) -> Any:
-    """Rebuild a dataclass (and nested ones) from json data, strictly: unknown or missing keys fail."""
-    if not isinstance(data, dict):
-        raise TraceError(f"expected an object for {cls.__name__}, got {type(data).__name__}")
-    names = {f.name for f in fields(cls)}
-    if not set(data) <= names:
-        raise TraceError(f"unknown fields in {cls.__name__}: {sorted(set(data) - names)}")
-    values = {}
-    for key, value in data.items():
-        kind = _NESTED.get(cls, {}).get(key)
-        if kind is not None and isinstance(value, list):
-            value = tuple(_build(kind, v) for v in value)
-        elif kind is not None:
-            value = _build(kind, value)
-        elif isinstance(value, list):
-            value = tuple(value)
-        values[key] = value
-    try:
-        return cls(**values)
-    except TypeError as exc:
-        raise TraceError(f"bad {cls.__name__}: {exc}") from None
+class _Config:
+    def read(self, value: Any, where: str) -> SpecConfig:
+        try:
+            return SpecConfig.from_dict(_CONFIG.values(value, where)).validate()
+        except UserError as exc:
+            raise check.Refused(f"{where}: {exc}") from None
+
+
+_TRACE = Record(Trace, {
+    "config": _Config(), "pair": Names(check.MAX_PAIR_ENTRIES, check.MAX_PAIR_CHARS),
+    "prompt": Str(check.MAX_PROMPT_CHARS), "prompt_ids": Many(_ID, check.MAX_PROMPT_IDS, min_len=1),
+    "rounds": Many(_ROUND, MAX_NEW_TOKENS_LIMIT), "summary": _SUMMARY, "baseline": Many(_STEP, MAX_NEW_TOKENS_LIMIT),
+    "baseline_summary": Optional(_SUMMARY), "note": Str(check.MAX_NOTE_CHARS)})
 
 
 def trace_from_json(text: str | bytes) -> Trace:
+    """A trace from the text of a file anyone may have made: it loads only if every field has its type and range
+    and the parts agree as in a recorded run; else TraceError says, in one line, which field and why."""
     try:
-        data = json.loads(text)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise TraceError(f"not a JSON file ({exc.__class__.__name__}: {exc})") from None
+        data = check.parse_json(text)
+    except check.Refused as exc:
+        raise TraceError(str(exc)) from None
     if not isinstance(data, dict) or data.get("format") != TRACE_FORMAT:
         raise TraceError("not a specviz trace: the file has no \"format\": \"specviz-trace\" field")
-    if data.get("version") != TRACE_VERSION:
-        raise TraceError(f"trace version {data.get('version')!r} is not supported (this specviz reads version {TRACE_VERSION})")
+    if type(data.get("version")) is not int or data["version"] != TRACE_VERSION:  # true == 1.0 == 1 in Python
+        raise TraceError(f"trace version {check.show(data.get('version'))} is not supported "
+                         f"(this specviz reads version {TRACE_VERSION})")
+    body = {k: v for k, v in data.items() if k not in ("format", "version")}
     try:
-        config = SpecConfig.from_dict(data["config"]).validate()
-        baseline_summary = data.get("baseline_summary")
-        return Trace(
-            config=config,
-            pair={str(k): str(v) for k, v in data["pair"].items()},
-            prompt=str(data["prompt"]),
-            prompt_ids=tuple(int(i) for i in data["prompt_ids"]),
-            rounds=tuple(_build(RoundEvent, r) for r in data["rounds"]),
-            summary=_build(RunSummary, data["summary"]),
-            baseline=tuple(_build(TokenEvent, e) for e in data.get("baseline", ())),
-            baseline_summary=_build(RunSummary, baseline_summary) if baseline_summary else None,
-            note=str(data.get("note", "")),
-        )
-    except TraceError:
-        raise
-    except (KeyError, TypeError, AttributeError, ValueError) as exc:
-        raise TraceError(f"damaged trace: {exc.__class__.__name__}: {exc}") from None
+        trace = _TRACE.read(body, "")
+    except check.Refused as exc:
+        raise TraceError(f"damaged trace: {exc}") from None
+    try:
+        check.check_trace(trace)
+    except check.Refused as exc:
+        raise TraceError(f"inconsistent trace: {exc}") from None
+    return trace
 
 
 def save_trace(trace: Trace, path: str | Path) -> None:
@@ -204,6 +227,8 @@ def save_trace(trace: Trace, path: str | Path) -> None:
 
 
 def load_trace(source: str | Path | IO[bytes]) -> Trace:
+    """A trace from a path or an open binary file, of which at most one byte more than a trace may hold is read."""
     if hasattr(source, "read"):
-        return trace_from_json(source.read())
-    return trace_from_json(Path(source).read_bytes())
+        return trace_from_json(source.read(check.MAX_FILE_BYTES + 1))
+    with Path(source).open("rb") as f:
+        return trace_from_json(f.read(check.MAX_FILE_BYTES + 1))

@@ -7,7 +7,7 @@ import pytest
 from specviz.config import SpecConfig
 from specviz.runs import Cancelled, PromptError, encode, exclusive, run_trace, speedup
 from specviz.tiny import tiny_pair
-from specviz.trace import TraceError, load_trace, save_trace, trace_from_json
+from specviz.trace import TraceError, decode_rate, load_trace, save_trace, trace_from_json
 
 PROMPTS = ["def square(x):\n    return x * x\n\ndef", "The quick brown fox jumps over", "1, 2, 3, 4, 5,"]
 
@@ -103,7 +103,12 @@ def test_trace_round_trip(pair, tmp_path):
     save_trace(trace, path)
     again = load_trace(path)
     assert again == trace
-    assert speedup(again) == pytest.approx(speedup(trace))
+    # The speed-up is the ratio of the two decode rates, each recounted from its run's tokens and times (prefill
+    # excluded), so a speed-up from the wrong fields or times that did not survive the file would fail here.
+    spec, base = again.summary, again.baseline_summary
+    expected = decode_rate(spec.new_tokens, spec.seconds - spec.prefill_seconds) / decode_rate(
+        base.new_tokens, base.seconds - base.prefill_seconds)
+    assert speedup(again) == pytest.approx(expected, rel=1e-9) and expected > 0
 
 
 @pytest.mark.parametrize("content, message", [
