@@ -7,6 +7,7 @@ instead under SPECVIZ_REQUIRE_BUILTIN=1). A second, fast variant runs the same f
 """
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 
 from scripts.browser import CHROMIUM_ARGS, AppStartError, chromium_path, free_port, start_app, stop_app
 
+TINY_TRACE = Path(__file__).resolve().parent / "data" / "tiny_trace.json"
 PROSE = "Describe a quiet morning in a small coastal town in three sentences."
 
 pytestmark = pytest.mark.browser
@@ -105,3 +107,103 @@ def test_step_through_in_a_real_browser_on_the_tiny_pair(tmp_path):
     seen = run_in_browser(tmp_path, {"SPECVIZ_PAIR": "tiny", "OMP_NUM_THREADS": "1"}, max_new_tokens=32,
                           run_timeout_s=120)
     check(seen, tmp_path)
+
+
+# --- a hostile trace ------------------------------------------------------------------------------
+
+EVIL_LINK = ('<a id="sv-evil-link" class="sv-evil" href="https://evil.example/x" '
+             'style="position:fixed;inset:0;z-index:99999">EVIL-LINK</a>')
+EVIL_STYLE = '<style id="sv-evil-style">body{display:none}</style>'
+EVIL_IMG = '<img id="sv-evil-img" src="https://evil.example/i.png" onerror="document.title=\'pwned\'">'
+EVIL_MARKDOWN = "[md-evil](https://evil.example/md) ![evil](https://evil.example/i.png) <b id=sv-evil-b>b</b>"
+
+# Every element the file could inject, found by its marks; Streamlit's own page has none of them.
+INJECTED_JS = """() => {
+  const marked = [...document.querySelectorAll(
+      '[id*="evil"], [class*="evil"], [href*="evil"], [src*="evil"], [onerror], [style*="99999"]')];
+  const styles = [...document.querySelectorAll('style')].filter(s => s.textContent.includes('evil')
+      || s.textContent.replace(/\\s/g, '').includes('body{display:none}'));
+  const covering = [...document.querySelectorAll('body *')].filter(e => {
+      if (getComputedStyle(e).position !== 'fixed') return false;
+      const r = e.getBoundingClientRect();
+      return r.width >= 0.9 * innerWidth && r.height >= 0.9 * innerHeight;
+  });
+  return {marked: marked.map(e => e.outerHTML.slice(0, 160)), styles: styles.length,
+          covering: covering.map(e => e.outerHTML.slice(0, 160)), title: document.title,
+          bodyShown: getComputedStyle(document.body).display !== 'none', text: document.body.innerText};
+}"""
+
+
+def hostile_trace(path: Path) -> Path:
+    """The tiny recorded trace with markup in every string field the strict loader still accepts: the prompt,
+    every token text, the pair's names and the note."""
+    data = json.loads(TINY_TRACE.read_text(encoding="utf-8"))
+    data["prompt"] = f"{EVIL_LINK} {EVIL_MARKDOWN}"
+    data["note"] = EVIL_LINK
+    data["pair"].update(target=EVIL_STYLE, draft=EVIL_IMG, device=EVIL_MARKDOWN, dtype=EVIL_LINK)
+    for event in data["rounds"]:
+        for token in event["drafted"]:
+            token["text"] = EVIL_LINK
+        event["next_token"]["text"] = EVIL_IMG
+        for token in event["top_p"] + event["top_q"]:
+            token["text"] = EVIL_MARKDOWN
+    for step in data["baseline"]:
+        step["token"]["text"] = EVIL_STYLE
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def assert_nothing_injected(page, where: str, shown: bool = True) -> None:
+    """No element, style sheet or covering layer from the file; `shown`: its values are on the page as text."""
+    found = page.evaluate(INJECTED_JS)
+    assert found["marked"] == [], f"{where}: elements from the file: {found['marked']}"
+    assert found["styles"] == 0, f"{where}: a style sheet from the file"
+    assert found["covering"] == [], f"{where}: something fixed over the app: {found['covering']}"
+    assert found["title"] != "pwned" and found["bodyShown"], where
+    assert not shown or "EVIL-LINK" in found["text"], f"{where}: the hostile values are not shown as text"
+
+
+def drive_hostile(url: str, trace: Path, shot: Path) -> None:
+    """Upload the hostile trace on Step through, then look at it there, on Race and on Theory."""
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1440, "height": 2400})
+            page.goto(url, wait_until="domcontentloaded")
+            expect(page.get_by_role("heading", name="A small model writes ahead, a big model checks")).to_be_visible(
+                timeout=60_000)
+            page.get_by_role("button", name="Replay a file").click()      # the uploader is in a popover
+            page.locator('input[type="file"]').first.set_input_files(str(trace))
+            expect(page.get_by_role("heading", name="Showing the uploaded run")).to_be_visible(timeout=60_000)
+            page.keyboard.press("Escape")
+            page.wait_for_timeout(1500)
+            assert_nothing_injected(page, "Step through")
+            page.get_by_role("button", name="Next").first.click()       # another round's chips and caches
+            page.wait_for_timeout(1500)
+            assert_nothing_injected(page, "Step through, round 2")
+            page.screenshot(path=str(shot), full_page=True)
+            for name, shown in (("Race", True), ("Theory", False)):    # Theory lists the run in a canvas table
+                page.get_by_role("link", name=name).first.click()
+                expect(page.get_by_role("heading", name=name).first).to_be_visible(timeout=60_000)
+                page.wait_for_timeout(2500)
+                assert_nothing_injected(page, name, shown)
+        finally:
+            browser.close()
+
+
+def test_a_hostile_trace_draws_no_element_of_its_own_in_a_real_browser(tmp_path):
+    if chromium_path() is None:
+        pytest.skip("no chromium executable (apt-get install chromium)")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", "SPECVIZ_PAIR": "tiny",
+           "OMP_NUM_THREADS": "1", "SPECVIZ_TRACES_DIR": str(tmp_path / "no-traces")}
+    port = free_port()
+    try:
+        process = start_app(port, env, tmp_path / "streamlit.log")
+    except AppStartError as exc:
+        pytest.fail(str(exc))
+    try:
+        drive_hostile(f"http://localhost:{port}/", hostile_trace(tmp_path / "hostile.json"), tmp_path / "hostile.png")
+    finally:
+        stop_app(process)
