@@ -3,6 +3,7 @@ and no prompt limit can be walked around. Through AppTest on the tiny pair; the 
 monkeypatched as streamlit's `server.address` option."""
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -172,3 +173,15 @@ def test_lab_keeps_the_finished_runs_when_one_fails(app, monkeypatch):
     assert any("1 runs" in s.value for s in app.subheader)              # and it is shown
     app.run()
     assert any("boom in run two" in e for e in texts(app.error))         # the error stays until the next run
+
+
+def test_a_refused_file_cannot_write_markdown_into_its_error(app):
+    """The loader's message quotes the file (an unknown field's name): it is shown as text, never as a link."""
+    from test_app import TINY_TRACE
+    data = json.loads(TINY_TRACE.read_text())
+    data["rounds"][0]["[evil](https://evil.example/f) <b>x</b>"] = 1
+    app.get("file_uploader")[0].set_value(("evil.json", json.dumps(data).encode(), "application/json")).run()
+    assert not app.exception
+    errors = [e for e in texts(app.error) if "cannot be replayed" in e]
+    assert errors and all("[evil](" not in e and "<b>" not in e for e in errors), errors
+    assert all("\\[evil\\]" in e and "\\<b\\>" in e for e in errors), errors   # escaped: shown as typed
