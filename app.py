@@ -6,7 +6,7 @@ import logging
 
 import streamlit as st
 
-from specviz import ui
+from specviz import markup, ui
 
 st.set_page_config(page_title="specviz · speculative decoding, step by step", page_icon=":material/bolt:",
                    layout="wide", initial_sidebar_state="expanded")
@@ -26,7 +26,7 @@ try:
     page.run()
 except Exception as exc:  # noqa: BLE001 - never a traceback on the page; the app stays usable
     logging.getLogger("specviz").exception("page %s failed", page.title)
-    st.error(f"Something went wrong on this page ({exc.__class__.__name__}: {exc}). "
+    st.error(f"Something went wrong on this page ({exc.__class__.__name__}: {markup.md(exc)}). "
              "The app is still usable: change the settings or reload the page.")
 finally:
     st.session_state[ui.ROUTER_KEY] = False

@@ -44,8 +44,8 @@ with form:
 
 state = ui.run_section(PAGE, settings, ui.RunButton(c1, "Run the batch", icon=":material/science:",
                                                     disabled=base is not None and not plan),
-                       lambda: ui.lab_work(plan, settings.chat), live=ui.lab_live, errors=form,
-                       on_result=ui.adopt_lab_runs)
+                       lambda: ui.lab_work(plan, settings.chat), batch=[p.prompt for p in plan],
+                       live=ui.lab_live, errors=form, on_result=ui.adopt_lab_runs)
 
 if not state.busy and not state.result:
     st.info("Choose what to compare and press **Run the batch**.")

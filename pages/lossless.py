@@ -65,7 +65,7 @@ with form:
 state = ui.run_section(
     PAGE, settings, ui.RunButton(c1, "Compute p and q"),
     lambda: ui.lossless_work(prompt, ui.with_temperature(settings.config, temperature), settings.chat, prefix),
-    prompt=prompt, live=ui.quiet_live, errors=form)
+    prompt=prompt, answer=prefix, live=ui.quiet_live, errors=form)
 
 if state.result is None and not state.busy:
     st.info("Press **Compute p and q** to run both models once on this context.")

@@ -9,9 +9,11 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+import torch
+
 from .config import SpecConfig
+from .engine import autoregressive_generate, speculative_generate
 from .errors import UserError
-from .engine import autoregressive_generate, run_to_end, speculative_generate
 from .trace import Event, RoundEvent, RunSummary, TokenEvent, Trace
 
 MAX_PROMPT_CHARS = 8000
@@ -22,15 +24,26 @@ class PromptError(UserError, ValueError):
     """An empty or over-long prompt."""
 
 
-def encode(pair, prompt: str, chat: bool = True) -> list[int]:
-    """Prompt text -> token ids (through the chat template when chat is True), with the limits checked."""
+def check_length(prompt: str, answer: str = "") -> None:
+    """The checks that need no tokenizer: a prompt with text, and the whole context within MAX_PROMPT_CHARS."""
     if not prompt or not prompt.strip():
         raise PromptError("the prompt is empty: type some text first")
-    if len(prompt) > MAX_PROMPT_CHARS:
-        raise PromptError(f"the prompt is {len(prompt)} characters long; the limit is {MAX_PROMPT_CHARS}")
+    size = len(prompt) + len(answer)
+    if size > MAX_PROMPT_CHARS:
+        what = "the prompt and the answer so far are" if answer else "the prompt is"
+        raise PromptError(f"{what} {size} characters long; the limit is {MAX_PROMPT_CHARS}")
+
+
+def encode(pair, prompt: str, chat: bool = True, answer: str = "") -> list[int]:
+    """Prompt text (through the chat template when chat is True), then the answer so far if any -> token ids,
+    with the limits checked on the whole context: no part of it can walk around them."""
+    check_length(prompt, answer)
     ids = pair.encode_prompt(prompt, chat=chat)
+    if answer:
+        ids = ids + list(pair.tokenizer(answer, add_special_tokens=False)["input_ids"])
     if len(ids) > MAX_PROMPT_TOKENS:
-        raise PromptError(f"the prompt is {len(ids)} tokens long; the limit is {MAX_PROMPT_TOKENS}")
+        what = "the prompt and the answer so far are" if answer else "the prompt is"
+        raise PromptError(f"{what} {len(ids)} tokens long; the limit is {MAX_PROMPT_TOKENS}")
     return ids
 
 
@@ -38,16 +51,38 @@ class Cancelled(RuntimeError):
     """The user stopped a run while it was still waiting for the models."""
 
 
+_DEVICE_LOCKS: dict[str, threading.Lock] = {}
+_DEVICE_LOCKS_GUARD = threading.Lock()
+
+
+def device_key(device) -> str:
+    """"cpu", "cuda:0", "mps": one name per processor (a CUDA device without an index is GPU 0)."""
+    device = torch.device(device)
+    if device.type == "cpu":
+        return "cpu"
+    return f"{device.type}:{0 if device.index is None else device.index}"
+
+
+def device_lock(device) -> threading.Lock:
+    """The one lock of this device, shared by every pair on it: two pairs on one processor never run at once
+    (they would share its cores or memory, and both timings would be wrong)."""
+    name = device_key(device)
+    with _DEVICE_LOCKS_GUARD:
+        return _DEVICE_LOCKS.setdefault(name, threading.Lock())
+
+
 @contextmanager
 def exclusive(pair, cancel: threading.Event | None = None,
               on_wait: Callable[[float], None] | None = None) -> Iterator[None]:
-    """Hold the pair's lock for a whole run: runs on shared models never overlap, so every timing is honest.
+    """Hold the lock of the pair's device for a whole run: runs on one device never overlap, whatever their
+    pair, so every timing is honest and no two runs share a processor.
 
     While another run holds it, on_wait(seconds waited) is called about twice a second (a page shows
     that it waits), and a set cancel flag gives up the wait.
     """
+    lock = device_lock(pair.device)
     started = time.perf_counter()
-    while not pair.lock.acquire(timeout=0.5):
+    while not lock.acquire(timeout=0.5):
         if cancel is not None and cancel.is_set():
             raise Cancelled("stopped while waiting for another run to finish")
         if on_wait is not None:
@@ -55,7 +90,7 @@ def exclusive(pair, cancel: threading.Event | None = None,
     try:
         yield
     finally:
-        pair.lock.release()
+        lock.release()
 
 
 def _drain(events, on_event: Callable[[Event], None] | None) -> tuple[list, RunSummary]:
@@ -73,7 +108,7 @@ def run_trace(pair, prompt: str, config: SpecConfig, *, chat: bool = True, basel
               cancel: threading.Event | None = None, on_event: Callable[[Event], None] | None = None,
               prompt_ids: list[int] | None = None, on_wait: Callable[[float], None] | None = None) -> Trace:
     """Speculative run, then (if baseline) the target alone on the same prompt, one after the other,
-    holding the pair's lock throughout."""
+    holding the device's lock throughout."""
     config.validate()
     ids = prompt_ids if prompt_ids is not None else encode(pair, prompt, chat)
     with exclusive(pair, cancel, on_wait):

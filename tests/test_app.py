@@ -181,9 +181,10 @@ def test_a_session_that_must_wait_for_the_models_says_so(app):
     from specviz import ui
     app.button(key="step.run").click().run()
     finish(app, "step")
+    from specviz.runs import device_lock
     pair = ui.pair_loader(settings_of(app).spec).pair
     assert pair is not None
-    with pair.lock:                                         # another session's run holds the models
+    with device_lock(pair.device):                          # another session's run holds the processor
         app.button(key="step.run").click().run()
         job = state(app, "step").job
         deadline = time.monotonic() + 10

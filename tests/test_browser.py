@@ -7,23 +7,27 @@ instead under SPECVIZ_REQUIRE_BUILTIN=1). A second, fast variant runs the same f
 """
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from scripts.browser import CHROMIUM_ARGS, AppStartError, chromium_path, free_port, start_app, stop_app
 
+TINY_TRACE = Path(__file__).resolve().parent / "data" / "tiny_trace.json"
 PROSE = "Describe a quiet morning in a small coastal town in three sentences."
 
 pytestmark = pytest.mark.browser
 
 
-def drive(url: str, shot: Path, max_new_tokens: int, run_timeout_s: float) -> dict:
-    """Type a prompt, run it, step through the rounds; returns what was seen on the page."""
+@contextmanager
+def home_page(url: str) -> Iterator:
+    """A headless Chromium page on the app's first page, once its title shows."""
     from playwright.sync_api import expect, sync_playwright
 
-    seen = {"accepted": False, "rejected": False, "speedup": None}
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
         try:
@@ -31,40 +35,14 @@ def drive(url: str, shot: Path, max_new_tokens: int, run_timeout_s: float) -> di
             page.goto(url, wait_until="domcontentloaded")
             expect(page.get_by_role("heading", name="A small model writes ahead, a big model checks")).to_be_visible(
                 timeout=60_000)
-            tokens = page.get_by_label("Max new tokens")
-            tokens.fill(str(max_new_tokens))
-            tokens.press("Enter")
-            prompt = page.get_by_label("Prompt", exact=True)
-            prompt.fill(PROSE)
-            prompt.press("Control+Enter")                        # commits the text area
-            page.wait_for_timeout(500)
-            page.get_by_role("button", name="Run", exact=True).click()
-            expect(page.get_by_role("heading", name="Showing your run")).to_be_visible(timeout=run_timeout_s * 1000)
-            speedup = page.locator('[data-testid="stMetric"]').filter(has_text="Speed-up")
-            expect(speedup).to_be_visible()
-            seen["speedup"] = speedup.locator('[data-testid="stMetricValue"]').inner_text()
-            for _ in range(40):                                   # step through the rounds
-                seen["accepted"] |= page.locator(".sv-chip.sv-accepted").count() > 0
-                seen["rejected"] |= page.locator(".sv-chip.sv-rejected").count() > 0
-                if seen["accepted"] and seen["rejected"]:
-                    break
-                forward = page.get_by_role("button", name="Next")
-                if forward.count() == 0 or not forward.first.is_enabled():
-                    break
-                head = page.locator(".sv-round-head").first.inner_text()
-                forward.first.click()
-                try:
-                    expect(page.locator(".sv-round-head").first).not_to_have_text(head, timeout=10_000)
-                except AssertionError:
-                    break                                         # the last round
-            page.wait_for_timeout(1500)                           # let the charts draw
-            page.screenshot(path=str(shot), full_page=True)
+            yield page
         finally:
             browser.close()
-    return seen
 
 
-def run_in_browser(tmp_path: Path, env_extra: dict[str, str], max_new_tokens: int, run_timeout_s: float) -> dict:
+@contextmanager
+def served(tmp_path: Path, env_extra: dict[str, str]) -> Iterator[str]:
+    """`streamlit run app.py` on a free localhost port for the test; yields its URL."""
     if chromium_path() is None:
         pytest.skip("no chromium executable (apt-get install chromium)")
     port = free_port()
@@ -76,9 +54,51 @@ def run_in_browser(tmp_path: Path, env_extra: dict[str, str], max_new_tokens: in
     except AppStartError as exc:
         pytest.fail(str(exc))
     try:
-        return drive(f"http://localhost:{port}/", tmp_path / "step_through.png", max_new_tokens, run_timeout_s)
+        yield f"http://localhost:{port}/"
     finally:
         stop_app(process)
+
+
+def drive(url: str, shot: Path, max_new_tokens: int, run_timeout_s: float) -> dict:
+    """Type a prompt, run it, step through the rounds; returns what was seen on the page."""
+    from playwright.sync_api import expect
+
+    seen = {"accepted": False, "rejected": False, "speedup": None}
+    with home_page(url) as page:
+        tokens = page.get_by_label("Max new tokens")
+        tokens.fill(str(max_new_tokens))
+        tokens.press("Enter")
+        prompt = page.get_by_label("Prompt", exact=True)
+        prompt.fill(PROSE)
+        prompt.press("Control+Enter")                        # commits the text area
+        page.wait_for_timeout(500)
+        page.get_by_role("button", name="Run", exact=True).click()
+        expect(page.get_by_role("heading", name="Showing your run")).to_be_visible(timeout=run_timeout_s * 1000)
+        speedup = page.locator('[data-testid="stMetric"]').filter(has_text="Speed-up")
+        expect(speedup).to_be_visible()
+        seen["speedup"] = speedup.locator('[data-testid="stMetricValue"]').inner_text()
+        for _ in range(40):                                   # step through the rounds
+            seen["accepted"] |= page.locator(".sv-chip.sv-accepted").count() > 0
+            seen["rejected"] |= page.locator(".sv-chip.sv-rejected").count() > 0
+            if seen["accepted"] and seen["rejected"]:
+                break
+            forward = page.get_by_role("button", name="Next")
+            if forward.count() == 0 or not forward.first.is_enabled():
+                break
+            head = page.locator(".sv-round-head").first.inner_text()
+            forward.first.click()
+            try:
+                expect(page.locator(".sv-round-head").first).not_to_have_text(head, timeout=10_000)
+            except AssertionError:
+                break                                         # the last round
+        page.wait_for_timeout(1500)                           # let the charts draw
+        page.screenshot(path=str(shot), full_page=True)
+    return seen
+
+
+def run_in_browser(tmp_path: Path, env_extra: dict[str, str], max_new_tokens: int, run_timeout_s: float) -> dict:
+    with served(tmp_path, env_extra) as url:
+        return drive(url, tmp_path / "step_through.png", max_new_tokens, run_timeout_s)
 
 
 def check(seen: dict, tmp_path: Path) -> None:
@@ -105,3 +125,85 @@ def test_step_through_in_a_real_browser_on_the_tiny_pair(tmp_path):
     seen = run_in_browser(tmp_path, {"SPECVIZ_PAIR": "tiny", "OMP_NUM_THREADS": "1"}, max_new_tokens=32,
                           run_timeout_s=120)
     check(seen, tmp_path)
+
+
+# --- a hostile trace ------------------------------------------------------------------------------
+
+EVIL_LINK = ('<a id="sv-evil-link" class="sv-evil" href="https://evil.example/x" '
+             'style="position:fixed;inset:0;z-index:99999">EVIL-LINK</a>')
+EVIL_STYLE = '<style id="sv-evil-style">body{display:none}</style>'
+EVIL_IMG = '<img id="sv-evil-img" src="https://evil.example/i.png" onerror="document.title=\'pwned\'">'
+EVIL_MARKDOWN = "[md-evil](https://evil.example/md) ![evil](https://evil.example/i.png) <b id=sv-evil-b>b</b>"
+
+# Every element the file could inject, found by its marks; Streamlit's own page has none of them.
+INJECTED_JS = """() => {
+  const marked = [...document.querySelectorAll(
+      '[id*="evil"], [class*="evil"], [href*="evil"], [src*="evil"], [onerror], [style*="99999"]')];
+  const styles = [...document.querySelectorAll('style')].filter(s => s.textContent.includes('evil')
+      || s.textContent.replace(/\\s/g, '').includes('body{display:none}'));
+  const covering = [...document.querySelectorAll('body *')].filter(e => {
+      if (getComputedStyle(e).position !== 'fixed') return false;
+      const r = e.getBoundingClientRect();
+      return r.width >= 0.9 * innerWidth && r.height >= 0.9 * innerHeight;
+  });
+  return {marked: marked.map(e => e.outerHTML.slice(0, 160)), styles: styles.length,
+          covering: covering.map(e => e.outerHTML.slice(0, 160)), title: document.title,
+          bodyShown: getComputedStyle(document.body).display !== 'none', text: document.body.innerText};
+}"""
+
+
+def hostile_trace(path: Path) -> Path:
+    """The tiny recorded trace with markup in every string field the strict loader still accepts: the prompt,
+    every token text, the pair's names and the note."""
+    data = json.loads(TINY_TRACE.read_text(encoding="utf-8"))
+    data["prompt"] = f"{EVIL_LINK} {EVIL_MARKDOWN}"
+    data["note"] = EVIL_LINK
+    data["pair"].update(target=EVIL_STYLE, draft=EVIL_IMG, device=EVIL_MARKDOWN, dtype=EVIL_LINK)
+    for event in data["rounds"]:
+        for token in event["drafted"]:
+            token["text"] = EVIL_LINK
+        event["next_token"]["text"] = EVIL_IMG
+        for token in event["top_p"] + event["top_q"]:
+            token["text"] = EVIL_MARKDOWN
+    for step in data["baseline"]:
+        step["token"]["text"] = EVIL_STYLE
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def assert_nothing_injected(page, where: str, shown: bool = True) -> None:
+    """No element, style sheet or covering layer from the file; `shown`: its values are on the page as text."""
+    found = page.evaluate(INJECTED_JS)
+    assert found["marked"] == [], f"{where}: elements from the file: {found['marked']}"
+    assert found["styles"] == 0, f"{where}: a style sheet from the file"
+    assert found["covering"] == [], f"{where}: something fixed over the app: {found['covering']}"
+    assert found["title"] != "pwned" and found["bodyShown"], where
+    assert not shown or "EVIL-LINK" in found["text"], f"{where}: the hostile values are not shown as text"
+
+
+def drive_hostile(url: str, trace: Path, shot: Path) -> None:
+    """Upload the hostile trace on Step through, then look at it there, on Race and on Theory."""
+    from playwright.sync_api import expect
+
+    with home_page(url) as page:
+        page.get_by_role("button", name="Replay a file").click()      # the uploader is in a popover
+        page.locator('input[type="file"]').first.set_input_files(str(trace))
+        expect(page.get_by_role("heading", name="Showing the uploaded run")).to_be_visible(timeout=60_000)
+        page.keyboard.press("Escape")
+        page.wait_for_timeout(1500)
+        assert_nothing_injected(page, "Step through")
+        page.get_by_role("button", name="Next").first.click()       # another round's chips and caches
+        page.wait_for_timeout(1500)
+        assert_nothing_injected(page, "Step through, round 2")
+        page.screenshot(path=str(shot), full_page=True)
+        for name, shown in (("Race", True), ("Theory", False)):    # Theory lists the run in a canvas table
+            page.get_by_role("link", name=name).first.click()
+            expect(page.get_by_role("heading", name=name).first).to_be_visible(timeout=60_000)
+            page.wait_for_timeout(2500)
+            assert_nothing_injected(page, name, shown)
+
+
+def test_a_hostile_trace_draws_no_element_of_its_own_in_a_real_browser(tmp_path):
+    env = {"SPECVIZ_PAIR": "tiny", "OMP_NUM_THREADS": "1", "SPECVIZ_TRACES_DIR": str(tmp_path / "no-traces")}
+    with served(tmp_path, env) as url:
+        drive_hostile(url, hostile_trace(tmp_path / "hostile.json"), tmp_path / "hostile.png")

@@ -12,6 +12,7 @@ import streamlit as st
 
 from .. import prompts, theory
 from ..config import ConfigError
+from ..markup import md
 from ..trace import Trace, TraceError, load_trace
 from .state import key, page_state
 
@@ -99,7 +100,7 @@ def trace_upload(page: str) -> Trace | None:
     try:
         trace = load_trace(io.BytesIO(uploaded.getvalue()))
     except TraceError as exc:
-        st.error(f"This file cannot be replayed: {exc}")
+        st.error(f"This file cannot be replayed: {md(exc, 600)}")   # the message may quote the file
         return None
     if state.upload_id == uploaded.file_id:
         return None

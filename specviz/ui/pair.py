@@ -7,7 +7,7 @@ import time
 import streamlit as st
 
 from .. import markup
-from ..jobs import PairLoader
+from ..jobs import PAIRS, Lease, PairLoader
 from ..models import PairSpec
 from .safe import safe
 from .state import Settings, key
@@ -18,23 +18,14 @@ def pair_override() -> str:
     return os.environ.get("SPECVIZ_PAIR", "").strip().lower()
 
 
-@st.cache_resource(show_spinner=False, max_entries=2)
-def _loader(target: str, draft: str | None, device: str, quantize: bool | None, trust: bool,
-            override: str) -> PairLoader:
-    return PairLoader(PairSpec(target, draft, device, quantize, trust), override)
-
-
-def _loader_args(spec: PairSpec) -> tuple:
-    return spec.target, spec.draft, spec.device, spec.quantize_draft, spec.trust_remote_code, pair_override()
-
-
-def pair_loader(spec: PairSpec) -> PairLoader:
-    """The (started) loader for this spec; a failed one is dropped by retry_pair so that the next call tries again."""
-    return _loader(*_loader_args(spec))
+def pair_loader(spec: PairSpec, retry_failed: bool = False) -> PairLoader:
+    """The (started) loader for this spec, shared by every session (jobs.PAIRS). A failed one stays failed
+    until retry_pair, or until a run asks again (retry_failed)."""
+    return PAIRS.loader(spec, pair_override(), retry_failed=retry_failed)
 
 
 def retry_pair(spec: PairSpec) -> None:
-    _loader.clear(*_loader_args(spec))
+    PAIRS.retry(spec, pair_override())
 
 
 def pair_status(spec: PairSpec) -> None:
@@ -60,12 +51,13 @@ def _loading_fragment(spec: PairSpec) -> None:
     st.caption("Recorded runs and uploads replay right away; running needs the models.")
 
 
-def require_pair(settings: Settings):
-    """The loaded pair, waiting for it with a progress bar; None (after an st.error) if it cannot load."""
+def require_pair(settings: Settings) -> Lease | None:
+    """A hold on the loaded pair for one run (release it when the run ends), waiting for the models with a
+    progress bar; None (after an st.error) if they cannot load. A pair that failed is tried again here."""
     if not settings.has_pair:
         st.error("Choose a model pair in the sidebar first (custom pair: type its ids and press Load this pair).")
         return None
-    loader = pair_loader(settings.spec)
+    loader = pair_loader(settings.spec, retry_failed=True)
     if loader.state == "loading":
         bar = st.progress(loader.fraction, text="Loading models…")
         while not loader.wait(0.25):
@@ -76,4 +68,7 @@ def require_pair(settings: Settings):
         st.error(f"The models could not be loaded: {loader.error} Change the pair in the sidebar, "
                  "or press Try again there.")
         return None
-    return loader.pair
+    lease = PAIRS.lease(settings.spec, pair_override())
+    if lease is None:       # unloaded for another session's pair in the meantime
+        st.error("The models were unloaded to make room for another pair: press the button again to reload them.")
+    return lease

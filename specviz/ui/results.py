@@ -8,6 +8,7 @@ import streamlit as st
 from .. import charts, lab, lossless, markup
 from ..jobs import Job
 from .files import trace_download
+from .runner import BatchResult
 from .state import key, page_state, remember
 from .viewer import legend
 
@@ -16,12 +17,17 @@ NO_BAR = {"displayModeBar": False}
 
 # --- Acceptance lab --------------------------------------------------------------------------------
 
-def adopt_lab_runs(page: str, runs: list[lab.LabRun], job: Job) -> None:
-    page_state(page).result = runs
-    for r in runs:
+def adopt_lab_runs(page: str, batch: BatchResult, job: Job) -> None:
+    """Keep the batch's finished runs (also when one failed or the batch was stopped) and say why it ended early."""
+    state = page_state(page)
+    state.result = batch.runs
+    for r in batch.runs:
         remember(r.trace, f"lab: {r.label}")
-    if job.state == "cancelled":
-        st.warning(f"Stopped: {len(runs)} runs finished before the stop.")
+    if batch.failed:
+        state.error = batch.failed
+        st.error(batch.failed)  # this run has drawn the page's errors already; later runs show it there
+    elif job.state == "cancelled":
+        st.warning(f"Stopped: {len(batch.runs)} runs finished before the stop.")
 
 
 def _chart_and_words(figure, chart_key: str, words: str) -> Any:

@@ -17,8 +17,9 @@ import streamlit as st
 
 from .. import lab
 from ..config import SpecConfig
-from ..jobs import Job, start_job
-from ..runs import MAX_PROMPT_CHARS, PromptError, encode, run_trace
+from ..jobs import Job, Lease, describe_error, start_job
+from ..markup import code
+from ..runs import Cancelled, PromptError, check_length, encode, run_trace
 from ..trace import Trace
 from .pair import require_pair
 from .safe import safe
@@ -41,35 +42,70 @@ def _fail(state: PageState, message: str) -> bool:
     return False
 
 
-def _check_prompt(state: PageState, pair, prompt: str, chat: bool = True) -> bool:
-    try:
-        encode(pair, prompt, chat)
-    except PromptError as exc:
-        return _fail(state, f"Prompt: {exc}.")
+@dataclass(frozen=True)
+class Context:
+    """A context to check before a run: a prompt, and the answer so far that the run appends to it."""
+    prompt: str
+    answer: str = ""
+    where: str = "Prompt"           # how the error names it
+
+
+def contexts_of(prompt: str | None, answer: str, batch: Sequence[str]) -> list[Context]:
+    """The run's prompt (with the answer so far), and every distinct prompt of a batch, named by its place,
+    so that one bad prompt stops a batch before it starts."""
+    found = [] if prompt is None else [Context(prompt, answer, "Prompt and answer so far" if answer else "Prompt")]
+    unique = list(dict.fromkeys(batch))
+    return found + [Context(p, where=f"Prompt {i + 1} of {len(unique)} of the batch ({code(lab.short(p, 40))})")
+                    for i, p in enumerate(unique)]
+
+
+def _check_contexts(state: PageState, contexts: Sequence[Context], pair=None, chat: bool = True) -> bool:
+    """runs.encode's limits on each context: with no pair, only those that need no tokenizer (before waiting
+    for the models); with the pair, the token counts too."""
+    for context in contexts:
+        try:
+            if pair is None:
+                check_length(context.prompt, context.answer)
+            else:
+                encode(pair, context.prompt, chat, answer=context.answer)
+        except PromptError as exc:
+            return _fail(state, f"{context.where}: {exc}.")
     return True
 
 
-def launch(page: str, settings: Settings, work: Callable[[], Work], *, prompt: str | None = None,
-           meta: dict | None = None) -> bool:
-    """Check what a user can get wrong, then run work()(job, pair) in the background. False after an error."""
+def _leased(run: Work, lease: Lease) -> Callable[[Job], Any]:
+    def work(job: Job) -> Any:
+        with lease:             # the registry never unloads the pair while this run holds it
+            return run(job, lease.pair)
+    return work
+
+
+def launch(page: str, settings: Settings, work: Callable[[], Work], *, prompt: str | None = None, answer: str = "",
+           batch: Sequence[str] = (), meta: dict | None = None) -> bool:
+    """Check what a user can get wrong (the prompt with the answer so far, every prompt of a batch), then run
+    work()(job, pair) in the background. False after an error."""
+    contexts = contexts_of(prompt, answer, batch)
     state = page_state(page)
     state.error = None
     if state.busy:
         return False
     if settings.config is None:
         return _fail(state, f"Fix the settings in the sidebar first: {settings.config_error}")
-    # The same checks as runs.encode, before waiting for the models.
-    if prompt is not None and (not prompt.strip() or len(prompt) > MAX_PROMPT_CHARS):
-        if not _check_prompt(state, None, prompt):
+    if not _check_contexts(state, contexts):
+        return False
+    lease = require_pair(settings)
+    if lease is None:
+        return False
+    try:
+        if not _check_contexts(state, contexts, lease.pair, settings.chat):
+            lease.release()
             return False
-    pair = require_pair(settings)
-    if pair is None:
-        return False
-    if prompt is not None and not _check_prompt(state, pair, prompt, settings.chat):
-        return False
-    run = work()
-    info = {"prompt": prompt or "", "config": settings.config, **(meta or {})}
-    state.job = start_job(page, lambda job: run(job, pair), None, info)
+        run = work()
+        info = {"prompt": prompt or "", "config": settings.config, **(meta or {})}
+        state.job = start_job(page, _leased(run, lease), None, info)
+    except BaseException:
+        lease.release()
+        raise
     return True
 
 
@@ -91,9 +127,10 @@ def _keep_result(page: str, result: Any, job: Job) -> None:
 
 
 def run_section(page: str, settings: Settings, button: RunButton, work: Callable[[], Work], *,
-                live: Callable[[Job], None], errors: Any, prompt: str | None = None,
-                on_result: Callable[[str, Any, Job], None] = _keep_result) -> PageState:
-    """A page's whole run section: the button (launches work() when pressed), the page's error (in `errors`,
+                live: Callable[[Job], None], errors: Any, prompt: str | None = None, answer: str = "",
+                batch: Sequence[str] = (), on_result: Callable[[str, Any, Job], None] = _keep_result) -> PageState:
+    """A page's whole run section: the button (launches work() when pressed, after checking the prompt with
+    the answer so far, or every prompt of a batch, against the prompt limits), the page's error (in `errors`,
     a container), the live view with a Stop button while it runs, and the finished result, handed once to
     on_result(page, result, job) (default: kept as PageState.result). Returns the page's state."""
     state = page_state(page)
@@ -101,7 +138,7 @@ def run_section(page: str, settings: Settings, button: RunButton, work: Callable
                                  disabled=state.busy or button.disabled, width="stretch")
     if clicked:
         with errors:
-            launch(page, settings, work, prompt=prompt)
+            launch(page, settings, work, prompt=prompt, answer=answer, batch=batch)
     if state.error:
         errors.error(state.error)
     if state.busy:
@@ -145,14 +182,33 @@ def trace_work(prompt: str, config: SpecConfig, chat: bool, baseline: bool) -> W
     return work
 
 
+@dataclass(frozen=True)
+class BatchResult:
+    """The Acceptance lab's finished runs, and the error of the run that stopped the batch, if one failed."""
+    runs: list[lab.LabRun]
+    failed: str | None = None
+
+
 def lab_work(plan: Sequence[lab.PlannedRun], chat: bool) -> Work:
-    def work(job: Job, pair) -> list[lab.LabRun]:
-        def progress(i: int, total: int, planned: lab.PlannedRun) -> None:
-            job.fraction = i / total
+    """The batch one run at a time: a run that fails (or a stop while waiting) keeps the runs finished before it."""
+    def work(job: Job, pair) -> BatchResult:
+        runs: list[lab.LabRun] = []
+        for i, planned in enumerate(plan):
+            job.fraction = i / len(plan)
             c = planned.config
-            job.progress = (f"run {i + 1} of {total}: {planned.category} · {lab.drafter_name(c.drafter)} · "
+            job.progress = (f"run {i + 1} of {len(plan)}: {planned.category} · {lab.drafter_name(c.drafter)} · "
                             f"{'greedy' if c.greedy else f'T={c.temperature:g}'} · {c.schedule}")
-        return lab.run_batch(pair, plan, chat=chat, cancel=job.cancel, on_progress=progress, on_wait=job.on_wait)
+            try:
+                done = lab.run_batch(pair, [planned], chat=chat, cancel=job.cancel, on_wait=job.on_wait)
+            except Cancelled:
+                break
+            except Exception as exc:  # noqa: BLE001 - the finished runs stay; the failure is one line
+                return BatchResult(runs, f"Run {i + 1} of {len(plan)} failed, the runs before it are kept: "
+                                         f"{describe_error(exc)}")
+            if not done:        # stopped
+                break
+            runs.extend(done)
+        return BatchResult(runs)
     return work
 
 

@@ -8,6 +8,8 @@ from typing import Any
 
 import streamlit as st
 
+from ..markup import md
+
 log = logging.getLogger(__name__)
 
 
@@ -20,5 +22,5 @@ def safe(render: Callable[..., None]) -> Callable[..., None]:
             render(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001
             log.exception("view %s failed", render.__name__)
-            st.error(f"This view failed ({exc.__class__.__name__}: {exc}). The app is still usable.")
+            st.error(f"This view failed ({exc.__class__.__name__}: {md(exc)}). The app is still usable.")
     return wrapper

@@ -12,6 +12,7 @@ import streamlit as st
 from ..config import GAMMA_LIMIT, MAX_NEW_TOKENS_LIMIT, ConfigError, SpecConfig
 from ..models import BUILTIN, PairSpec
 from .pair import pair_status
+from .server import custom_models_allowed, custom_models_note, remote_code_note
 from .state import Settings, key, shared
 
 PRESETS: dict[str, tuple[str, str | None] | None] = {
@@ -29,7 +30,7 @@ PRESET_HELP = ("The target (p) is the big model whose output we want; the draft 
 QUANTIZE = {"auto (int8 on CPU)": None, "on (int8)": True, "off": False}
 DEFAULTS: dict[str, Any] = {
     "preset": next(iter(PRESETS)), "device": "auto", "quantize": next(iter(QUANTIZE)),
-    "trust": False, "custom_target": "", "custom_draft": "", "custom_applied": None,
+    "custom_target": "", "custom_draft": "", "custom_applied": None,
     "drafter": "model", "ngram": 3, "lookahead": 0, "alternatives": 0, "gamma": 5, "schedule": "constant",
     "gamma_max": 12, "confidence": 0.0, "temperature": 0.0, "top_k": 0, "top_p": 1.0, "seed": 0,
     "max_new_tokens": 32, "chat": True,
@@ -52,19 +53,23 @@ def _keep_state() -> None:
 
 
 def _apply_custom() -> None:
+    if not custom_models_allowed():
+        return
     target = _value("custom_target").strip()
     draft = _value("custom_draft").strip()
     st.session_state[cfg("custom_applied")] = (target, draft or None) if target else None
 
 
 def _pair_spec() -> PairSpec | None:
+    """The chosen pair; a custom one only where this server allows custom pairs. Remote code is never the
+    widgets' to allow (PairSpec.trust_remote_code stays off: the server's SPECVIZ_TRUST_REMOTE_CODE decides)."""
     choice = PRESETS.get(_value("preset"))
     if choice is None:
-        choice = _value("custom_applied")
+        choice = _value("custom_applied") if custom_models_allowed() else None
         if choice is None:
             return None
     return PairSpec(target=choice[0], draft=choice[1], device=_value("device"),
-                    quantize_draft=QUANTIZE[_value("quantize")], trust_remote_code=bool(_value("trust")))
+                    quantize_draft=QUANTIZE[_value("quantize")])
 
 
 def _read_config() -> tuple[SpecConfig | None, str | None]:
@@ -85,7 +90,10 @@ def _read_config() -> tuple[SpecConfig | None, str | None]:
 def _pair_section() -> PairSpec | None:
     st.markdown("### Model pair")
     st.selectbox("Target (p) ← draft (q)", list(PRESETS), key=cfg("preset"), help=PRESET_HELP)
-    if PRESETS[_value("preset")] is None:
+    custom = PRESETS[_value("preset")] is None
+    if custom and not custom_models_allowed():
+        st.warning(custom_models_note(), icon=":material/lock:")
+    elif custom:
         st.text_input("Target model (p): hub id or local path", key=cfg("custom_target"),
                       placeholder="e.g. Qwen/Qwen2.5-1.5B-Instruct or /models/my-target")
         st.text_input("Draft model (q): hub id or local path (empty: n-gram only)", key=cfg("custom_draft"),
@@ -96,14 +104,12 @@ def _pair_section() -> PairSpec | None:
         st.selectbox("Quantize the draft", list(QUANTIZE), key=cfg("quantize"),
                      help="int8 dynamic quantization of the draft's Linear layers makes drafting much cheaper "
                           "on CPU. It changes q, never p: the output stays exactly the target's.")
-        st.checkbox("Trust remote code", key=cfg("trust"),
-                    help="Runs Python code that ships with the model repository. Only for models you trust.")
-        if _value("trust"):
-            st.warning("Remote code from the model repository will run on this machine.")
+        st.caption(remote_code_note())
+        st.caption(custom_models_note())
     spec = _pair_spec()
-    if spec is None:
+    if spec is None and custom_models_allowed():
         st.info("Type a target model id or path and press **Load this pair**.")
-    else:
+    elif spec is not None:
         pair_status(spec)
     return spec
 

@@ -1,0 +1,73 @@
+"""What this server lets a browser user do. The person who starts the server decides, never a widget:
+
+- custom model pairs (typed paths or hub ids) are open while the server listens on a loopback address only
+  (localhost, 127.x, ::1), and on any other address (an empty one and 0.0.0.0 included) only with
+  SPECVIZ_ALLOW_CUSTOM_MODELS=1; a path typed while they are off is never touched;
+- a model's own code runs only when the server was started with SPECVIZ_TRUST_REMOTE_CODE=1.
+"""
+from __future__ import annotations
+
+import ipaddress
+import os
+
+import streamlit as st
+
+from ..markup import code
+from ..models import TRUST_REMOTE_CODE_ENV, PairSpec, allow_remote_code
+
+ALLOW_CUSTOM_ENV = "SPECVIZ_ALLOW_CUSTOM_MODELS"
+LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"})
+
+
+def is_loopback(address: str) -> bool:
+    """True for an address only this machine can reach; an empty address or 0.0.0.0 listens everywhere."""
+    host = address.strip().strip("[]").lower()
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def server_address() -> str:
+    return str(st.get_option("server.address") or "")
+
+
+def custom_models_allowed() -> bool:
+    """Loopback only, or the server's own opt-in (the same spellings as SPECVIZ_TRUST_REMOTE_CODE)."""
+    opt_in = os.environ.get(ALLOW_CUSTOM_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    return is_loopback(server_address()) or opt_in
+
+
+def remote_code_allowed() -> bool:
+    """As models.load_pair decides it: the widgets never set PairSpec.trust_remote_code."""
+    return allow_remote_code(PairSpec())
+
+
+def _listening_on() -> str:
+    address = server_address()
+    return code(address) if address else "every address"
+
+
+def custom_models_note() -> str:
+    """Markdown: whether custom pairs are allowed here, why, and how to allow them."""
+    switch = code(f"{ALLOW_CUSTOM_ENV}=1")
+    if is_loopback(server_address()):
+        return (f"Custom model pairs: allowed, because this server listens on {_listening_on()} only. "
+                f"On any other address they are off unless it is started with {switch}.")
+    if custom_models_allowed():
+        return f"Custom model pairs: allowed on this exposed server ({switch} at its start)."
+    return (f"Custom model pairs are off on this server: it listens on {_listening_on()}, where a typed path "
+            f"would let anyone probe its files. Whoever starts it can allow them with {switch}, or run it on "
+            f"localhost.")
+
+
+def remote_code_note() -> str:
+    """Markdown: whether a model's own code may run here, and how to change it."""
+    switch = code(f"{TRUST_REMOTE_CODE_ENV}=1")
+    if remote_code_allowed():
+        return (f"Remote code: on ({switch} at server start): Python code shipped with a model repository runs "
+                "on this machine. Restart the server without it to turn it off.")
+    return ("Remote code: off. A model whose repository ships its own Python code does not load; whoever starts "
+            f"the server can allow it with {switch}.")
