@@ -23,8 +23,7 @@ from .cli_args import (
 )
 from .errors import UserError
 from .progress import ConsoleProgress
-from .prompts import check_prompt_text
-from .runs import PromptError
+from .runs import PromptError, check_length
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
@@ -42,7 +41,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     # every check a user's input can fail runs before the models load (seconds to minutes)
     if not args.prompt or not args.prompt.strip():
         raise PromptError("the prompt is empty: pass --prompt TEXT")
-    check_prompt_text(args.prompt)
+    check_length(args.prompt)
     trace_path = output_path(args.save_trace, "--save-trace") if args.save_trace else None
     pair = load_pair(pair_spec(args), progress=None if args.json else ConsoleProgress())
     ids = encode(pair, args.prompt, chat=not args.raw)

@@ -12,6 +12,7 @@ DrafterName = Literal["model", "ngram"]
 MAX_NEW_TOKENS_LIMIT = 1024
 GAMMA_LIMIT = 32
 MAX_ALTERNATIVES = 8
+RECORD_TOP_LIMIT = 64     # top tokens of p, q and the residual an event may keep (the trace loader caps the same)
 SEED_LIMIT = 2**64 - 1    # torch's manual_seed takes [-2**63, 2**64 - 1] and maps a negative seed onto a large one
 
 
@@ -22,7 +23,7 @@ class ConfigError(UserError, ValueError):
 @dataclass(frozen=True)
 class SpecConfig:
     gamma: int = 5                   # draft length (the start value under the adaptive schedule)
-    schedule: Schedule = "constant"  # auto: cost-aware, speculates only while it measurably pays (engine.AutoSchedule)
+    schedule: Schedule = "constant"  # auto: cost-aware, speculates only while it measurably pays (schedule.AutoSchedule)
     gamma_max: int = 12              # ceiling of the adaptive schedule; the draft length of auto's speculative rounds
     draft_confidence: float = 0.0    # stop drafting when the draft's top probability falls below this
                                      # (auto uses AUTO_CONFIDENCE when this is 0)
@@ -72,6 +73,8 @@ class SpecConfig:
             raise ConfigError(f"alternatives must be between 0 (off) and {MAX_ALTERNATIVES}, got {self.alternatives}")
         if not 0 <= self.seed <= SEED_LIMIT:
             raise ConfigError(f"seed must be between 0 and {SEED_LIMIT} (2**64 - 1), got {self.seed}")
+        if not 0 <= self.record_top <= RECORD_TOP_LIMIT:
+            raise ConfigError(f"record top must be between 0 and {RECORD_TOP_LIMIT}, got {self.record_top}")
         if not 1 <= self.ngram_size <= 8:
             raise ConfigError(f"n-gram size must be between 1 and 8, got {self.ngram_size}")
         return self

@@ -63,7 +63,7 @@ def next_token_distributions(pair, prompt: str, config: SpecConfig, *, chat: boo
                              answer_prefix: str = "", cancel: threading.Event | None = None,
                              on_wait: Callable[[float], None] | None = None) -> Distributions:
     """One forward of the target and of the draft over the context (prompt [+ the answer so far]),
-    holding the pair's lock (runs.exclusive) like any run on the shared models. Both rows are over the target's
+    holding the device's lock (runs.exclusive) like any run on the shared models. Both rows are over the target's
     ids, as in the engine (engine.vocab_width): q is 0 where the draft has no id, and renormalised over the
     target's ids where the draft has more."""
     config.validate()
@@ -71,9 +71,7 @@ def next_token_distributions(pair, prompt: str, config: SpecConfig, *, chat: boo
         raise LosslessError("greedy decoding (temperature 0) draws nothing: choose a temperature above 0")
     if pair.draft is None:
         raise LosslessError("this pair has no draft model; the experiment needs q from a draft model")
-    ids = encode(pair, prompt, chat)
-    if answer_prefix:
-        ids = ids + list(pair.tokenizer(answer_prefix, add_special_tokens=False)["input_ids"])
+    ids = encode(pair, prompt, chat, answer=answer_prefix)   # the limits hold for the whole context
     width = vocab_width(pair)
     warpers = build_warpers(config)
     with exclusive(pair, cancel, on_wait), torch.inference_mode():

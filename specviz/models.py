@@ -50,7 +50,6 @@ class ModelPair:
     dtype: torch.dtype
     spec: PairSpec
     names: dict[str, str] = field(default_factory=dict)  # target, draft, device, dtype: for display and traces
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # serialises runs on the models
 
     @property
     def eos_ids(self) -> frozenset[int]:

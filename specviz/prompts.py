@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .config import ConfigError
-from .runs import MAX_PROMPT_CHARS, PromptError
+from .runs import PromptError, check_length
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PROMPTS = ROOT / "assets" / "prompts.json"
@@ -37,25 +37,7 @@ def load_prompts(path: str | Path = DEFAULT_PROMPTS, categories: Sequence[str] |
     for category, prompts in chosen.items():
         for index, prompt in enumerate(prompts):
             try:
-                check_prompt_text(prompt)
+                check_length(prompt)
             except PromptError as exc:     # a file's content, as the other errors here (the app catches these)
                 raise ConfigError(f"{path.name}, {category} prompt {index + 1}: {exc}") from None
     return {c: ps for c, ps in chosen.items() if ps}
-
-
-def check_prompt_text(prompt: str) -> str:
-    """Refuse now, before any model loads, a prompt that is too long or is not text.
-
-    Bytes that are not UTF-8 reach Python's argv as lone surrogates (U+DC80..U+DCFF), which no tokenizer
-    can encode; they are refused with the byte named rather than guessed at.
-    """
-    if len(prompt) > MAX_PROMPT_CHARS:
-        raise PromptError(f"the prompt is {len(prompt)} characters long; the limit is {MAX_PROMPT_CHARS}")
-    try:
-        prompt.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        code = ord(prompt[exc.start])
-        what = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"a lone surrogate U+{code:04X}"
-        raise PromptError(f"the prompt is not valid UTF-8 text: {what} at character {exc.start + 1}; "
-                          f"pass the prompt as UTF-8") from None
-    return prompt

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import torch
 
 from .config import SpecConfig
-from .engine import autoregressive_generate, speculative_generate
+from .engine import autoregressive_generate, speculative_generate, vocab_width
 from .errors import UserError
 from .trace import Event, RoundEvent, RunSummary, TokenEvent, Trace
 
@@ -25,13 +25,26 @@ class PromptError(UserError, ValueError):
 
 
 def check_length(prompt: str, answer: str = "") -> None:
-    """The checks that need no tokenizer: a prompt with text, and the whole context within MAX_PROMPT_CHARS."""
+    """The checks that need no tokenizer (so they run before any model loads): a prompt with text, the whole
+    context within MAX_PROMPT_CHARS, and text a tokenizer can encode.
+
+    Bytes that are not UTF-8 reach Python's argv as lone surrogates (U+DC80..U+DCFF), which no tokenizer
+    can encode; they are refused with the byte named rather than guessed at.
+    """
     if not prompt or not prompt.strip():
         raise PromptError("the prompt is empty: type some text first")
     size = len(prompt) + len(answer)
     if size > MAX_PROMPT_CHARS:
         what = "the prompt and the answer so far are" if answer else "the prompt is"
         raise PromptError(f"{what} {size} characters long; the limit is {MAX_PROMPT_CHARS}")
+    for name, text in (("prompt", prompt), ("answer so far", answer)):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            code = ord(text[exc.start])
+            what = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"a lone surrogate U+{code:04X}"
+            raise PromptError(f"the {name} is not valid UTF-8 text: {what} at character {exc.start + 1}; "
+                              f"pass it as UTF-8") from None
 
 
 def encode(pair, prompt: str, chat: bool = True, answer: str = "") -> list[int]:
@@ -117,7 +130,9 @@ def run_trace(pair, prompt: str, config: SpecConfig, *, chat: bool = True, basel
         base_summary = None
         if baseline and summary.finish_reason != "cancelled":
             tokens, base_summary = _drain(autoregressive_generate(pair, ids, config, cancel), on_event)
-    return Trace(config=config, pair=dict(pair.names), prompt=prompt, prompt_ids=tuple(ids),
+    # The vocabulary goes along so that a loader can bound every id in the file (trace_check.vocab_size).
+    names = {**pair.names, "vocab_size": str(vocab_width(pair))}
+    return Trace(config=config, pair=names, prompt=prompt, prompt_ids=tuple(ids),
                  rounds=tuple(r for r in rounds if isinstance(r, RoundEvent)), summary=summary,
                  baseline=tuple(tokens), baseline_summary=base_summary)
 

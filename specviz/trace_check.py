@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import MISSING, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from .config import GAMMA_LIMIT, MAX_NEW_TOKENS_LIMIT
+from .config import GAMMA_LIMIT, MAX_NEW_TOKENS_LIMIT, RECORD_TOP_LIMIT
 
 if TYPE_CHECKING:  # annotations only: trace.py imports this module
     from .trace import RoundEvent, RunSummary, Trace
@@ -29,7 +29,7 @@ MAX_PROMPT_CHARS = 32_000        # runs.MAX_PROMPT_CHARS is 8000
 MAX_TOKEN_CHARS = 1024           # one token's text
 MAX_TEXT_CHARS = MAX_NEW_TOKENS_LIMIT * MAX_TOKEN_CHARS   # a run's decoded text
 MAX_NOTE_CHARS = 4096
-MAX_TOP = 64                     # record_top, and so every top-k list
+MAX_TOP = RECORD_TOP_LIMIT         # record_top, and so every top-k list
 MAX_SECONDS = 86_400.0           # any time in a trace: a day
 MAX_PAIR_ENTRIES = 32
 MAX_PAIR_CHARS = 1024

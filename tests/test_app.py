@@ -215,6 +215,17 @@ def test_download_then_upload_replays_without_models(app):
     assert not app.exception
     assert any("uploaded run" in s.value for s in app.subheader)
     assert state(app, "step").trace == load_trace(TINY_TRACE)
+
+
+def test_an_upload_is_read_once_not_on_every_rerun(app, monkeypatch):
+    import specviz.ui.files as files
+    reads = []
+    monkeypatch.setattr(files, "load_trace", lambda source: reads.append(1) or load_trace(source))
+    app.get("file_uploader")[0].set_value(("run.json", TINY_TRACE.read_bytes(), "application/json")).run()
+    app.run()
+    app.run()
+    assert not app.exception and len(reads) == 1
+    assert state(app, "step").trace == load_trace(TINY_TRACE)
     assert app.get("download_button")                        # any run can be downloaded again
 
 
@@ -228,6 +239,8 @@ def test_bad_trace_upload_gives_an_error(app, content, message):
     assert not app.exception
     errors = texts(app.error)
     assert any(message in e and "cannot be replayed" in e for e in errors), errors
+    app.run()                                                # the reason stays while the file stays
+    assert any(message in e and "cannot be replayed" in e for e in texts(app.error)), texts(app.error)
     app.button(key="step.run").click().run()                 # still usable
     assert finish(app, "step").state == "done"
 
@@ -450,3 +463,9 @@ def test_a_hostile_upload_draws_no_markup_of_its_own(app):
     assert "<a " not in page and "<script" not in page
     refused = any("cannot be replayed" in e for e in texts(app.error))
     assert refused or any("uploaded run" in s.value for s in app.subheader)
+
+
+def test_a_long_replay_is_sped_up_to_end_within_two_minutes():
+    from specviz.ui.race import MAX_REPLAY_SECONDS, replay_speed
+    assert replay_speed(1.0, 30.0) == 1.0 and replay_speed(5.0, 300.0) == 5.0
+    assert replay_speed(1.0, 86_400.0) * MAX_REPLAY_SECONDS == 86_400.0   # a day-long trace replays in 2 minutes

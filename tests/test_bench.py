@@ -252,3 +252,16 @@ def test_a_pair_without_a_draft_runs_the_ngram_drafter_and_no_assisted_generatio
     with pytest.raises(ConfigError, match="no draft model: choose --drafter ngram"):
         run_benchmark(alone, PROMPTS, replace(settings, config=replace(settings.config, drafter="model"),
                                               methods=("baseline", "speculative", "hf_assisted")))
+
+
+@pytest.mark.parametrize("target_rows, draft_rows", [(29, 32), (32, 29)])
+def test_heads_of_unequal_width_bench_ours_and_leave_out_assisted_generation(target_rows, draft_rows):
+    from unequal_widths import PROMPT, unequal_pair
+    pair = unequal_pair(target_rows, draft_rows)
+    lines = []
+    settings = BenchSettings(config=SpecConfig(gamma=3, max_new_tokens=8), chat=False, curve_gammas=1,
+                             curve_repeats=1, warmup=False, methods=("baseline", "speculative", "hf_assisted"))
+    doc = run_benchmark(pair, {"prose": [PROMPT]}, settings, log=lines.append)
+    assert doc["settings"]["methods"] == ["baseline", "speculative"]
+    assert any("leaving out hf_assisted" in line for line in lines), lines
+    assert doc["overall"]["identical"] is True                  # greedy: ours wrote the target's own text

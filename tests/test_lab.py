@@ -15,7 +15,7 @@ from specviz.config import ConfigError, SpecConfig
 from specviz.jobs import OOM_ADVICE, PairLoader, describe_error, start_job
 from specviz.lossless import LosslessError, lossless_experiment, next_token_distributions
 from specviz.models import PairSpec
-from specviz.runs import run_trace
+from specviz.runs import device_lock, run_trace
 from specviz.tiny import tiny_pair
 from specviz.trace import TokenProb, load_trace
 
@@ -190,8 +190,8 @@ def test_job_waits_for_a_held_lock_and_can_give_up():
 
 
 def test_job_reports_the_wait_of_a_run(pair):
-    """run_trace takes the pair's lock itself; the job shows the wait through on_wait."""
-    with pair.lock:
+    """run_trace takes the device's lock itself; the job shows the wait through on_wait."""
+    with device_lock(pair.device):
         job = start_job("t", lambda job: run_trace(pair, "abc", SpecConfig(max_new_tokens=4), chat=False,
                                                    cancel=job.cancel, on_event=job.on_event, on_wait=job.on_wait))
         deadline = time.monotonic() + 5
@@ -259,3 +259,11 @@ def test_config_errors_reach_the_user_as_their_message():
     with pytest.raises(ConfigError) as err:
         SpecConfig(max_new_tokens=0).validate()
     assert describe_error(err.value) == str(err.value)
+
+
+def test_the_answer_so_far_cannot_walk_around_the_prompt_limits(pair):
+    from specviz.runs import PromptError
+    config = SpecConfig(temperature=1.0)
+    with pytest.raises(PromptError, match="the prompt and the answer so far are 8003 characters long"):
+        next_token_distributions(pair, "abc", config, chat=False, answer_prefix="x" * 8000)
+    assert next_token_distributions(pair, "abc", config, chat=False, answer_prefix="x" * 100) is not None

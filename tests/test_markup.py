@@ -154,3 +154,13 @@ def test_valid_traces_render_as_before():
     assert markup.fmt_prob(0.0004) == "&lt;0.001" or markup.fmt_prob(0.0004) == "<0.001"
     assert markup.esc(3) == "3" and markup.esc('"') == "&quot;"
     assert isinstance(TRACE, Trace)
+
+
+@pytest.mark.parametrize("text", ["https://evil.example/x", "see www.evil.example", "mail me@evil.example",
+                                  "HTTP://EVIL.EXAMPLE", "WWW.Evil.example"])
+def test_bare_urls_and_addresses_stay_text_in_markdown(text):
+    # Streamlit's markdown links these even with every special character escaped (found in the browser).
+    shown = markup.md(text)
+    for linkable in ("://evil", "www.", "WWW.", "@evil"):
+        assert linkable not in shown
+    assert shown.replace("\u2060", "").replace("\\", "") == text

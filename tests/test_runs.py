@@ -1,11 +1,12 @@
 """Whole runs as the app and CLI make them: several users at once, cancelling, traces on disk."""
+import dataclasses
 import threading
 import time
 
 import pytest
 
 from specviz.config import SpecConfig
-from specviz.runs import Cancelled, PromptError, encode, exclusive, run_trace, speedup
+from specviz.runs import Cancelled, PromptError, device_lock, encode, exclusive, run_trace, speedup
 from specviz.tiny import tiny_pair
 from specviz.trace import TraceError, decode_rate, load_trace, save_trace, trace_from_json
 
@@ -85,7 +86,7 @@ def test_cancel_mid_run_leaves_the_pair_ready(pair):
                       cancel=cancel, on_event=on_event)
     assert trace.summary.finish_reason == "cancelled"
     assert trace.baseline_summary is None and len(trace.rounds) == 2
-    assert not pair.lock.locked()
+    assert not device_lock(pair.device).locked()
     again = run_trace(pair, PROMPTS[0], SpecConfig(max_new_tokens=10), chat=False)
     assert again.summary.new_tokens == 10
 
@@ -127,3 +128,14 @@ def test_trace_with_a_tampered_event_is_refused(pair):
     text = run_trace(pair, PROMPTS[2], SpecConfig(max_new_tokens=5), chat=False).to_json()
     with pytest.raises(TraceError):
         trace_from_json(text.replace('"n_accepted"', '"n_acepted"'))
+
+
+def test_a_trace_names_its_vocabulary_and_the_loader_bounds_ids_by_it(tmp_path):
+    pair = tiny_pair()
+    trace = run_trace(pair, PROMPTS[0], SpecConfig(max_new_tokens=6), chat=False)
+    width = pair.target.config.get_text_config().vocab_size
+    assert trace.pair["vocab_size"] == str(width)
+    assert trace_from_json(trace.to_json()) == trace
+    bad = dataclasses.replace(trace, prompt_ids=(width,) + trace.prompt_ids[1:])
+    with pytest.raises(TraceError, match="vocab"):
+        trace_from_json(bad.to_json())

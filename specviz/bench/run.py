@@ -58,13 +58,23 @@ class BenchSettings:
         return self
 
 
-def _methods_for(pair, settings: BenchSettings) -> list[str]:
-    """The chosen methods in METHODS' order; without a draft model only those that need none."""
+def _methods_for(pair, settings: BenchSettings, log: Log = _quiet) -> list[str]:
+    """The chosen methods in METHODS' order; without a draft model only those that need none. transformers'
+    assisted generation refuses a draft whose output head is not as wide as the target's (ours masks the
+    extra ids): it is left out for such a pair, with a line saying so."""
     methods = [m for m in METHODS if m in settings.methods]
     if pair.draft is None:
         methods = [m for m in methods if m in ("baseline", "speculative", "hf_plain")]
         if settings.config.drafter == "model" and "speculative" in methods:
             raise ConfigError("this pair has no draft model: choose --drafter ngram")
+        return methods
+    widths = {model.config.get_text_config().vocab_size for model in (pair.target, pair.draft)}
+    assisted = [m for m in methods if m in ("hf_assisted", "hf_matched")]
+    if len(widths) > 1 and assisted:
+        log(f"leaving out {', '.join(assisted)}: transformers' assisted generation needs output heads of one width "
+            f"(target {pair.target.config.get_text_config().vocab_size}, "
+            f"draft {pair.draft.config.get_text_config().vocab_size})")
+        methods = [m for m in methods if m not in assisted]
     return methods
 
 
@@ -103,7 +113,7 @@ def run_benchmark(pair, prompts: dict[str, list[str]], settings: BenchSettings, 
     from ..runs import encode
 
     settings.validate()
-    methods = _methods_for(pair, settings)
+    methods = _methods_for(pair, settings, log)
     encoded = {c: [encode(pair, p, chat=settings.chat) for p in ps] for c, ps in prompts.items()}
     first = next(ids for ids_list in encoded.values() for ids in ids_list)
     log(f"measuring the verify-cost curve (g = 0..{settings.curve_gammas}) at a {len(first)}-token context ...")

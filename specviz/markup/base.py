@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from collections.abc import Mapping
 
 # Caps on what one view draws (a real run has at most 1024 new tokens and gamma <= 32).
@@ -19,6 +20,10 @@ MAX_CHIPS = 64                # chips (drafted tokens or alternatives) in one ro
 MAX_CELLS = 96                # cells in one KV-cache row
 MAX_LABEL_CHARS = 300         # a model name, a note, a label
 MD_SPECIAL = set("\\`*_[]<>!$~:#")
+# Streamlit's markdown links bare URLs, www. names and e-mail addresses even when escaped: a word joiner
+# after "//", "www" and "@" keeps them text.
+AUTOLINK = re.compile(r"(?<=:)//|(?i:www)(?=\.)|@")
+WORD_JOINER = "\u2060"
 
 VERDICT_CLASS = {"accepted": "accepted", "rejected": "rejected", "unchecked": "unchecked"}
 SOURCE_CLASS = {"resampled": "resampled", "bonus": "bonus"}
@@ -89,6 +94,7 @@ def md(value: object, limit: int = MAX_LABEL_CHARS) -> str:
     if is_number(value):
         return str(value)
     text = " ".join(clip(value, limit).splitlines())
+    text = AUTOLINK.sub(lambda m: m.group(0) + WORD_JOINER, text)
     return "".join("\\" + c if c in MD_SPECIAL else c for c in text)
 
 

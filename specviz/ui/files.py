@@ -95,14 +95,18 @@ def trace_upload(page: str) -> Trace | None:
     uploaded = st.file_uploader("Replay a saved run (.json)", type=["json"], key=key(page, "upload"),
                                 help="A file from a Download button. Replays without loading any model.")
     if uploaded is None:
-        state.upload_id = None
+        state.upload_id = state.upload_error = None
         return None
+    if state.upload_id == uploaded.file_id:     # read already: a large file is not parsed again on each rerun
+        if state.upload_error:
+            st.error(state.upload_error)
+        return None
+    state.upload_id = uploaded.file_id
     try:
         trace = load_trace(io.BytesIO(uploaded.getvalue()))
     except TraceError as exc:
-        st.error(f"This file cannot be replayed: {md(exc, 600)}")   # the message may quote the file
+        state.upload_error = f"This file cannot be replayed: {md(exc, 600)}"   # the message may quote the file
+        st.error(state.upload_error)
         return None
-    if state.upload_id == uploaded.file_id:
-        return None
-    state.upload_id = uploaded.file_id
+    state.upload_error = None
     return trace

@@ -15,6 +15,7 @@ from .state import adopt_trace, key, page_state, shared
 from .viewer import stopped_note
 
 RACE_SPEEDS = {"0.5×": 0.5, "1×": 1.0, "2×": 2.0, "5×": 5.0}
+MAX_REPLAY_SECONDS = 120.0   # a long (or crafted) run replays faster rather than holding the page for hours
 
 
 def start_replay(page: str) -> None:
@@ -61,12 +62,17 @@ def race_replay(page: str, trace: Trace) -> None:
     st.fragment(_race_body, run_every=0.25 if replaying else None)(page, trace, replaying)
 
 
+def replay_speed(chosen: float, end: float) -> float:
+    """The chosen speed, or faster where the replay would take more than MAX_REPLAY_SECONDS."""
+    return max(chosen, end / MAX_REPLAY_SECONDS)
+
+
 def _clock(page: str, end: float, replaying: bool) -> float:
     """Seconds on the replay clock (the end once the replay is over)."""
     state = page_state(page)
     if not replaying:
         return end
-    speed = RACE_SPEEDS.get(st.session_state.get(key(page, "race_speed")) or "1×", 1.0)
+    speed = replay_speed(RACE_SPEEDS.get(st.session_state.get(key(page, "race_speed")) or "1×", 1.0), end)
     t = (time.monotonic() - state.clock_start) * speed
     if t >= end:
         state.replaying = False

@@ -27,6 +27,7 @@ PRESET_HELP = ("The target (p) is the big model whose output we want; the draft 
                "The hub pairs need a download (network) and a GPU to be fast: Qwen/Qwen2.5-7B-Instruct ← "
                "Qwen/Qwen2.5-0.5B-Instruct, meta-llama/Llama-3.1-8B-Instruct ← meta-llama/Llama-3.2-1B-Instruct, "
                "openai-community/gpt2-xl ← distilbert/distilgpt2.")
+MAX_UI_SEED = (1 << 53) - 1   # the largest integer a browser number box holds exactly
 QUANTIZE = {"auto (int8 on CPU)": None, "on (int8)": True, "off": False}
 DEFAULTS: dict[str, Any] = {
     "preset": next(iter(PRESETS)), "device": "auto", "quantize": next(iter(QUANTIZE)),
@@ -152,7 +153,7 @@ def _sampling_section() -> None:
     c1.number_input("Top-k (0 = off)", step=1, key=cfg("top_k"))
     c2.slider("Top-p", 0.05, 1.0, step=0.05, key=cfg("top_p"))
     c1, c2 = st.columns(2)
-    c1.number_input("Seed", step=1, key=cfg("seed"))
+    c1.number_input("Seed", min_value=0, max_value=MAX_UI_SEED, step=1, key=cfg("seed"))
     c2.number_input(f"Max new tokens (≤ {MAX_NEW_TOKENS_LIMIT})", step=8, key=cfg("max_new_tokens"))
     st.checkbox("Use the chat template", key=cfg("chat"),
                 help="Wrap the prompt as a user message (instruction-tuned models). Off: plain continuation.")

@@ -47,7 +47,8 @@ class PageState:
     tick_armed: bool = False        # the play timer's next tick advances a round
     replaying: bool = False         # the race replay's clock is running
     clock_start: float = 0.0
-    upload_id: str | None = None    # the uploaded file already adopted
+    upload_id: str | None = None    # the uploaded file already read (parsed once, not on every rerun)
+    upload_error: str | None = None # why that file was refused, shown while it stays in the uploader
     recorded_shown: str | None = None
 
     @property
