@@ -406,8 +406,8 @@ def load_pair(spec: PairSpec, progress: Progress | None = None) -> ModelPair:
     (target, draft), report = prepare_builtin_sources((target, draft), progress)
 
     report("reading configs and tokenizers", 0.02)
-    # a GGUF's config is slow to read: on CPU it is not needed ahead of the weights (docs/DESIGN.md, "Loading: GGUF
-    # configs")
+    # a GGUF's config is slow to read: on CPU it is not needed ahead of the weights
+    # (docs/DESIGN.md, "Loading: GGUF configs")
     configs = {s.role: load_config(s, allow_code) for s in (target, draft)
                if s is not None and (s.gguf_file is None or device.type == "cuda")}
     tokenizer = pair_tokenizer(target, draft, configs, allow_code)

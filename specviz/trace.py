@@ -1,145 +1,36 @@
-"""Events the engine yields, and whole runs saved as versioned JSON.
+"""Whole runs saved as versioned JSON, and read back strictly: a trace file may come from anyone.
 
-Every event is a frozen dataclass of plain values (ids, text, floats), so a page renders it and a
-trace replays it without any model loaded.
+The events themselves are in events.py (re-exported here); trace_check.py holds the readers and checks.
 """
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO, Any, Literal, Union, get_args
+from typing import IO, Any, get_args
 
 from . import trace_check as check
 from .config import GAMMA_LIMIT, MAX_ALTERNATIVES, MAX_NEW_TOKENS_LIMIT, DrafterName, Schedule, SpecConfig
 from .errors import UserError
+from .events import (  # noqa: F401 - the events are read and written here, and importable from here
+    TRACE_FORMAT,
+    TRACE_VERSION,
+    DraftedToken,
+    Event,
+    FinishReason,
+    Method,
+    NextSource,
+    RoundEvent,
+    RunSummary,
+    TokenEvent,
+    TokenProb,
+    Trace,
+    Verdict,
+    decode_rate,
+)
 from .trace_check import Bool, Choice, Float, Int, Many, Names, Optional, Record, Str
-
-TRACE_FORMAT = "specviz-trace"
-TRACE_VERSION = 1
-
-Verdict = Literal["accepted", "rejected", "unchecked"]  # unchecked: after the first rejection
-NextSource = Literal["resampled", "bonus"]
-FinishReason = Literal["eos", "length", "cancelled"]
-Method = Literal["speculative", "autoregressive"]
-
-
-def decode_rate(tokens: int, seconds: float) -> float:
-    """New tokens per second after the prompt pass (the same for both methods, so it is left out); 0 for no time."""
-    return tokens / seconds if seconds > 0 and tokens else 0.0
 
 
 class TraceError(UserError, ValueError):
     """A trace file that is not ours, is from an unknown version, or is damaged."""
-
-
-@dataclass(frozen=True)
-class TokenProb:
-    id: int
-    text: str
-    prob: float
-
-
-@dataclass(frozen=True)
-class DraftedToken:
-    id: int
-    text: str
-    q: float              # q_i(d_i): the draft's probability of its own token (1.0 for the n-gram drafter)
-    p: float              # p_i(d_i): the target's probability of the same token
-    ratio: float          # min(1, p/q), the acceptance probability (a sampled alternative: min(1, r/q), r being
-                          # what the rejections before it left of p)
-    u: float | None       # the uniform draw compared with ratio; None in greedy mode (argmax match)
-    verdict: Verdict
-    from_lookahead: bool = False  # its q came from a draft forward over prompt-lookup guesses (no forward of its own)
-
-
-@dataclass(frozen=True)
-class RoundEvent:
-    index: int                          # 0-based round number
-    position: int                       # new tokens committed before this round
-    gamma: int                          # draft length the schedule asked for
-    drafted: tuple[DraftedToken, ...]   # can be shorter than gamma (confidence stop, n-gram miss, budget)
-    n_accepted: int                     # drafted tokens kept: the accepted prefix, plus a kept alternative
-    rejection_index: int | None         # index into drafted of the first rejection, None if all accepted
-    next_token: TokenProb               # the resampled token (prob from the residual) or the bonus (prob from p,
-                                        # after the last draft or after a kept alternative)
-    next_source: NextSource
-    top_p: tuple[TokenProb, ...]        # top of p at the rejection (or bonus) position
-    top_q: tuple[TokenProb, ...]        # top of q there (empty for a bonus or the n-gram drafter)
-    top_residual: tuple[TokenProb, ...] # top of norm(max(0, p - q)) there (empty for a bonus)
-    appended: tuple[int, ...]           # token ids this round committed (accepted prefix + next, cut at EOS)
-    target_cache_before: int            # KV cache lengths, before the round and after rollback
-    target_cache_after: int
-    draft_cache_before: int
-    draft_cache_after: int
-    draft_seconds: float                # device-synchronised wall time of the draft phase
-    verify_seconds: float               # ... and of the target's single verify forward
-    draft_forwards: int                 # draft model forward passes this round (0 for n-gram)
-    elapsed: float                      # seconds since the run started, at the end of this round
-    bookkeeping_seconds: float = 0.0    # time spent building this event (top-k lists, text)
-    # Other candidates for the last drafted position, verified in the same target forward (a small token tree),
-    # checked in order only if that draft was rejected; q and p are at that position. At most one is "accepted":
-    # it is then appended in place of the rejected draft and the next token is a bonus after it.
-    alternatives: tuple[DraftedToken, ...] = ()
-
-    @property
-    def kept_alternative(self) -> DraftedToken | None:
-        return next((a for a in self.alternatives if a.verdict == "accepted"), None)
-
-    @property
-    def chain_accepted(self) -> int:
-        """Drafted tokens accepted in their own place (n_accepted without a kept alternative)."""
-        return self.n_accepted - (self.kept_alternative is not None)
-
-
-@dataclass(frozen=True)
-class TokenEvent:
-    index: int
-    token: TokenProb      # the token the target produced and its probability under p
-    seconds: float        # device-synchronised time of this one forward and sample
-    elapsed: float        # seconds since the run started
-
-
-@dataclass(frozen=True)
-class RunSummary:
-    method: Method
-    token_ids: tuple[int, ...]
-    text: str
-    new_tokens: int
-    rounds: int                 # rounds (speculative) or steps (autoregressive)
-    drafted: int
-    accepted: int
-    acceptance_rate: float      # accepted / drafted (0 when nothing was drafted)
-    mean_accepted_per_round: float
-    seconds: float              # wall time of the whole run, prefill included
-    prefill_seconds: float
-    tokens_per_second: float
-    finish_reason: FinishReason
-    draft_seconds: float = 0.0
-    verify_seconds: float = 0.0
-    draft_forwards: int = 0
-    bookkeeping_seconds: float = 0.0
-
-
-Event = Union[RoundEvent, TokenEvent, RunSummary]
-
-
-@dataclass(frozen=True)
-class Trace:
-    """One speculative run, optionally with the baseline run of the same prompt and settings."""
-    config: SpecConfig
-    pair: dict[str, str]            # target, draft, device, dtype: names only, for display
-    prompt: str
-    prompt_ids: tuple[int, ...]
-    rounds: tuple[RoundEvent, ...]
-    summary: RunSummary
-    baseline: tuple[TokenEvent, ...] = ()
-    baseline_summary: RunSummary | None = None
-    note: str = ""                  # free text, e.g. how a recorded trace was made
-
-    def to_json(self) -> str:
-        body = {"format": TRACE_FORMAT, "version": TRACE_VERSION, **asdict(self)}
-        return json.dumps(body, ensure_ascii=False)
 
 
 # --- reading: every field typed and bounded, then the whole checked for agreement (trace_check) ------------

@@ -11,12 +11,10 @@ import json
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import MISSING, dataclass, fields
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .config import GAMMA_LIMIT, MAX_NEW_TOKENS_LIMIT, RECORD_TOP_LIMIT
-
-if TYPE_CHECKING:  # annotations only: trace.py imports this module
-    from .trace import RoundEvent, RunSummary, Trace
+from .events import RoundEvent, RunSummary, Trace
 
 # Caps: generous for any real run (the engine's own limits, or several times runs.py's), small enough that a
 # view of the largest trace stays cheap.
