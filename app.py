@@ -2,14 +2,19 @@
 
 Router only: page config, the shared sidebar, navigation over pages/. Run with `streamlit run app.py`.
 """
+
 import logging
 
 import streamlit as st
 
 from specviz import markup, ui
 
-st.set_page_config(page_title="specviz · speculative decoding, step by step", page_icon=":material/bolt:",
-                   layout="wide", initial_sidebar_state="expanded")
+st.set_page_config(
+    page_title="specviz · speculative decoding, step by step",
+    page_icon=":material/bolt:",
+    layout="wide",
+    initial_sidebar_state="expanded",
+)
 ui.inject_css()
 
 PAGES = [
@@ -26,7 +31,9 @@ try:
     page.run()
 except Exception as exc:  # noqa: BLE001 - never a traceback on the page; the app stays usable
     logging.getLogger("specviz").exception("page %s failed", page.title)
-    st.error(f"Something went wrong on this page ({exc.__class__.__name__}: {markup.md(exc)}). "
-             "The app is still usable: change the settings or reload the page.")
+    st.error(
+        f"Something went wrong on this page ({exc.__class__.__name__}: {markup.md(exc)}). "
+        "The app is still usable: change the settings or reload the page."
+    )
 finally:
     st.session_state[ui.ROUTER_KEY] = False

@@ -1,4 +1,5 @@
 """Race: plain decoding of the target against speculative decoding, same prompt and settings."""
+
 import streamlit as st
 
 from specviz import ui
@@ -15,7 +16,8 @@ with left:
         "The same prompt and settings run twice: first speculative decoding (draft + target), then plain decoding "
         "(the target alone, one pass per token). They run **one after the other**, never at the same time, so "
         "neither steals the other's processor. Then both are replayed side by side **on a shared clock**: each token "
-        "appears at the moment it was actually produced.")
+        "appears at the moment it was actually produced."
+    )
 with right:
     st.markdown("The speed-up is the ratio of decode rates (the prompt is processed once by both, and left out):")
     st.latex(r"\text{speed-up} = \frac{\text{tokens/s (speculative)}}{\text{tokens/s (plain)}}")
@@ -30,9 +32,16 @@ with form:
     errors = st.container()
     ui.race_upload(PAGE)
 
-state = ui.run_section(PAGE, settings, ui.RunButton(c1, "Start the race", icon=":material/sports_score:"),
-                       lambda: ui.trace_work(prompt, settings.config, settings.chat, baseline=True),
-                       prompt=prompt, live=ui.race_live, errors=errors, on_result=ui.adopt_race)
+state = ui.run_section(
+    PAGE,
+    settings,
+    ui.RunButton(c1, "Start the race", icon=":material/sports_score:"),
+    lambda: ui.trace_work(prompt, settings.config, settings.chat, baseline=True),
+    prompt=prompt,
+    live=ui.race_live,
+    errors=errors,
+    on_result=ui.adopt_race,
+)
 
 if not state.busy:
     trace = ui.race_to_show(PAGE)

@@ -1,4 +1,5 @@
 """Step through: one real speculative run, round by round (the home page)."""
+
 import streamlit as st
 
 from specviz import ui
@@ -25,14 +26,17 @@ with intro:
         "4. **Next token** — the target adds one token of its own: a *resampled* one in place of the rejection, "
         "or a *bonus* one if every guess was kept. Both models then forget (roll back) what was rejected.\n\n"
         "Every round costs one target pass but can commit up to γ + 1 tokens. And the text is **exactly** what "
-        "the target alone would write — same distribution, or the very same text in greedy mode.")
+        "the target alone would write — same distribution, or the very same text in greedy mode."
+    )
 with formulas:
     st.markdown("**The rule** (Leviathan et al. 2023; Chen et al. 2023). Keep the guess dᵢ when")
     st.latex(r"u_i \le \min\!\Big(1,\ \frac{p(d_i)}{q(d_i)}\Big),\qquad u_i \sim U(0, 1)")
     st.markdown("After a rejection, draw the replacement from the **residual**, what the draft under-weighted:")
     st.latex(r"x \sim \operatorname{norm}\big(\max(0,\ p - q)\big)")
-    st.markdown("In **greedy** mode (temperature 0) a guess is kept when it is the target's top token, "
-                "and the replacement is that top token.")
+    st.markdown(
+        "In **greedy** mode (temperature 0) a guess is kept when it is the target's top token, "
+        "and the replacement is that top token."
+    )
     ui.legend()
 
 settings = ui.settings()
@@ -40,8 +44,11 @@ form = st.container(border=True)
 with form:
     prompt = ui.prompt_picker(PAGE)
     c1, c2, c3 = st.columns([1.2, 1.2, 4], vertical_alignment="center")
-    baseline = c3.checkbox("Also time plain decoding of the target, to measure the speed-up (about doubles the "
-                           "run time)", value=True, key=k(PAGE, "baseline"))
+    baseline = c3.checkbox(
+        "Also time plain decoding of the target, to measure the speed-up (about doubles the run time)",
+        value=True,
+        key=k(PAGE, "baseline"),
+    )
     with c2.popover("Replay a file", width="stretch"):
         uploaded = ui.trace_upload(PAGE)
         ui.recorded_picker(PAGE)
@@ -49,15 +56,22 @@ with form:
         ui.adopt_trace(PAGE, uploaded, "the uploaded run")
 
 state = ui.run_section(
-    PAGE, settings, ui.RunButton(c1, "Run", icon=":material/play_arrow:"),
+    PAGE,
+    settings,
+    ui.RunButton(c1, "Run", icon=":material/play_arrow:"),
     lambda: ui.trace_work(prompt, settings.config, settings.chat, bool(baseline)),
-    prompt=prompt, live=ui.live_rounds, errors=form,
-    on_result=lambda page, trace, job: ui.adopt_trace(page, trace, "your run"))
+    prompt=prompt,
+    live=ui.live_rounds,
+    errors=form,
+    on_result=lambda page, trace, job: ui.adopt_trace(page, trace, "your run"),
+)
 
 if not state.busy:
     trace, label = ui.trace_to_show(PAGE)
     if trace is None:
-        st.info("Pick an example prompt (or type your own) and press **Run**. Rounds appear here as they are "
-                "computed; then step through them, forward and back.")
+        st.info(
+            "Pick an example prompt (or type your own) and press **Run**. Rounds appear here as they are "
+            "computed; then step through them, forward and back."
+        )
     else:
         ui.show_trace(PAGE, trace, label)

@@ -1,6 +1,7 @@
 """The app in a real browser: `streamlit run app.py` on a free localhost port, and headless Debian
 Chromium for Playwright (its own browser download does not work here). Used by tests/test_browser.py
 and scripts/screenshots.py."""
+
 from __future__ import annotations
 
 import shutil
@@ -12,8 +13,15 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 class AppStartError(RuntimeError):
@@ -34,8 +42,21 @@ def free_port() -> int:
 
 
 def start_app(port: int, env: dict[str, str], log: Path, timeout_s: float = 90) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-           "--server.address", "localhost", "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        "app.py",
+        "--server.port",
+        str(port),
+        "--server.address",
+        "localhost",
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+    ]
     process = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

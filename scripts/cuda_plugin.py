@@ -5,6 +5,7 @@ replaces specviz.tiny.tiny_pair with a version that moves both models to CUDA; t
 with CPU tensors (reference forwards, target.generate) are moved to the model's device. Everything
 else (the engine, its generators, the verify rule, the chi-square test) runs unchanged on CUDA.
 """
+
 from __future__ import annotations
 
 import functools
@@ -16,8 +17,13 @@ import specviz.tiny as tiny
 
 # SPECVIZ_PLUGIN_DEVICE=cpu runs the same wrapping on the CPU (a dry run of this plugin without a GPU).
 _wanted = os.environ.get("SPECVIZ_PLUGIN_DEVICE", "cuda")
-DEVICE = (torch.device(_wanted) if _wanted != "cuda" else
-          torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else None)
+DEVICE = (
+    torch.device(_wanted)
+    if _wanted != "cuda"
+    else torch.device("cuda", torch.cuda.current_device())
+    if torch.cuda.is_available()
+    else None
+)
 _original_tiny_pair = tiny.tiny_pair
 
 
@@ -33,8 +39,9 @@ def _to(value, device):
 
 def _on_device(model, device):
     model.to(device)
-    model.register_forward_pre_hook(lambda module, args, kwargs: (_to(args, device), _to(kwargs, device)),
-                                    with_kwargs=True)
+    model.register_forward_pre_hook(
+        lambda module, args, kwargs: (_to(args, device), _to(kwargs, device)), with_kwargs=True
+    )
     generate = model.generate
 
     @functools.wraps(generate)
@@ -59,7 +66,7 @@ def pytest_configure(config):
     if DEVICE is None:
         raise RuntimeError("cuda_plugin: this torch sees no CUDA GPU (SPECVIZ_PLUGIN_DEVICE=cpu for a dry run)")
     tiny.tiny_pair = cuda_tiny_pair
-    torch.backends.cuda.matmul.allow_tf32 = False   # the exactness tests compare fp32 logits at 1e-4
+    torch.backends.cuda.matmul.allow_tf32 = False  # the exactness tests compare fp32 logits at 1e-4
     torch.backends.cudnn.allow_tf32 = False
 
 

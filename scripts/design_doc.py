@@ -6,6 +6,7 @@
 The overview (00-overview.md) opens the file with its title; every other fragment whose first heading is
 a title (#) has its headings moved one level down, so that each area is one section of the whole.
 """
+
 from __future__ import annotations
 
 import sys

@@ -13,6 +13,7 @@ too), and measures again.
 
 Usage: python scripts/gpu_check.py [--device cuda] [--out DIR] [--max-new-tokens 64] [--compile auto|on|off]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,9 +34,11 @@ from specviz.config import SpecConfig  # noqa: E402
 from specviz.kvcache import compiled_decoder, enable_compiled_decoding  # noqa: E402
 from specviz.models import ModelPair, PairSpec, compute_dtype  # noqa: E402
 
-CONFIGS = {"target": ROOT / "assets" / "qwen2.5-coder-1.5b-config.json",
-           "draft": ROOT / "assets" / "qwen2.5-coder-0.5b-config.json"}
-LAUNCH_BOUND = 0.5   # c above this: the draft is not much cheaper than the target per step
+CONFIGS = {
+    "target": ROOT / "assets" / "qwen2.5-coder-1.5b-config.json",
+    "draft": ROOT / "assets" / "qwen2.5-coder-0.5b-config.json",
+}
+LAUNCH_BOUND = 0.5  # c above this: the draft is not much cheaper than the target per step
 
 
 def synthetic_tokenizer(vocab_size: int):
@@ -81,8 +84,13 @@ def random_pair(device: torch.device, dtype: torch.dtype | None = None, scale: d
     target = random_model(paths["target"], device, dtype, seed=0)
     draft = random_model(paths["draft"], device, dtype, seed=1)
     tokenizer = synthetic_tokenizer(target.config.vocab_size)
-    names = {"target": "random Qwen2 (Qwen2.5-Coder-1.5B sizes)", "draft": "random Qwen2 (Qwen2.5-Coder-0.5B sizes)",
-             "device": str(device), "dtype": str(dtype).removeprefix("torch."), "draft_quantized": "no"}
+    names = {
+        "target": "random Qwen2 (Qwen2.5-Coder-1.5B sizes)",
+        "draft": "random Qwen2 (Qwen2.5-Coder-0.5B sizes)",
+        "device": str(device),
+        "dtype": str(dtype).removeprefix("torch."),
+        "draft_quantized": "no",
+    }
     return ModelPair(target, draft, tokenizer, device, dtype, PairSpec(target="random", draft="random"), names)
 
 
@@ -90,8 +98,9 @@ def describe_costs(doc: dict, label: str) -> float:
     curve = doc["verify_curve"]
     t, d = curve["target_step_seconds"], curve["draft_step_seconds"]
     c = curve["cost_ratio_c"]
-    verify = ", ".join(f"g={g}: {s * 1000:.2f} ms"
-                       for g, s in zip(curve["gamma"], curve["target_seconds"], strict=True))
+    verify = ", ".join(
+        f"g={g}: {s * 1000:.2f} ms" for g, s in zip(curve["gamma"], curve["target_seconds"], strict=True)
+    )
     print(f"[{label}] target step {t * 1000:.2f} ms, draft step {d * 1000:.2f} ms, c = {c:.3f}; verify {verify}")
     return c
 
@@ -104,17 +113,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--per-category", type=int, default=2)
     parser.add_argument("--categories", default="code,prose")
     parser.add_argument("--curve-gammas", type=int, default=16)
-    parser.add_argument("--compile", choices=["auto", "on", "off"], default="auto",
-                        help="static cache + CUDA graphs for the one-token steps: auto = when c > 0.5")
+    parser.add_argument(
+        "--compile",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="static cache + CUDA graphs for the one-token steps: auto = when c > 0.5",
+    )
     parser.add_argument("--dry-run", action="store_true", help="scaled-down models (a CPU check of this script)")
     return parser.parse_args(argv)
 
 
-def run_compiled(pair: ModelPair, prompts: dict[str, list[str]], settings: BenchSettings, *, eager: dict,
-                 c: float, backend: str, log) -> dict:
+def run_compiled(
+    pair: ModelPair, prompts: dict[str, list[str]], settings: BenchSettings, *, eager: dict, c: float, backend: str, log
+) -> dict:
     """The benchmark again with a static KV cache and CUDA graphs for the one-token steps of both models."""
-    log("static KV cache + torch.compile (mode reduce-overhead: CUDA graphs) for the draft's and the "
-        "target's one-token steps; compiling ...")
+    log(
+        "static KV cache + torch.compile (mode reduce-overhead: CUDA graphs) for the draft's and the "
+        "target's one-token steps; compiling ..."
+    )
     t = time.perf_counter()
     for model in (pair.target, pair.draft):
         enable_compiled_decoding(model, backend=backend)
@@ -127,9 +143,11 @@ def run_compiled(pair: ModelPair, prompts: dict[str, list[str]], settings: Bench
     print(format_table(compiled))
     c2 = describe_costs(compiled, "compiled")
     steps = {role: compiled_decoder(m).steps for role, m in (("target", pair.target), ("draft", pair.draft))}
-    print(f"compiled one-token steps taken: {steps}; c {c:.3f} -> {c2:.3f}; baseline "
-          f"{eager['overall']['tokens_per_second']['baseline']:.1f} -> "
-          f"{compiled['overall']['tokens_per_second']['baseline']:.1f} tok/s")
+    print(
+        f"compiled one-token steps taken: {steps}; c {c:.3f} -> {c2:.3f}; baseline "
+        f"{eager['overall']['tokens_per_second']['baseline']:.1f} -> "
+        f"{compiled['overall']['tokens_per_second']['baseline']:.1f} tok/s"
+    )
     return compiled
 
 
@@ -148,15 +166,29 @@ def main(argv: list[str] | None = None) -> int:
     log = lambda message: print(message, flush=True)
 
     started = time.perf_counter()
-    scale = dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
-                 num_key_value_heads=2, vocab_size=4096) if args.dry_run else None
+    scale = (
+        dict(
+            hidden_size=128,
+            intermediate_size=256,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            vocab_size=4096,
+        )
+        if args.dry_run
+        else None
+    )
     pair = random_pair(device, scale=scale)
     log(f"random pair built in {time.perf_counter() - started:.1f} s: {pair.names}")
     prompts = load_prompts(ROOT / "assets" / "prompts.json", args.categories.split(","), args.per_category)
-    config = SpecConfig(gamma=4, schedule="auto", gamma_max=8, draft_confidence=0.7,
-                        max_new_tokens=args.max_new_tokens)
-    settings = BenchSettings(config=config, chat=False, curve_gammas=args.curve_gammas, curve_repeats=5,
-                             methods=("baseline", "speculative", "hf_assisted", "hf_matched"))
+    config = SpecConfig(gamma=4, schedule="auto", gamma_max=8, draft_confidence=0.7, max_new_tokens=args.max_new_tokens)
+    settings = BenchSettings(
+        config=config,
+        chat=False,
+        curve_gammas=args.curve_gammas,
+        curve_repeats=5,
+        methods=("baseline", "speculative", "hf_assisted", "hf_matched"),
+    )
     results = {}
 
     doc = run_benchmark(pair, prompts, settings, log)
@@ -164,8 +196,12 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(doc))
     c = describe_costs(doc, "eager")
     results["eager"] = doc
-    constant = run_benchmark(pair, prompts, replace(settings, config=replace(config, schedule="constant"),
-                                                    methods=("baseline", "speculative")), log)
+    constant = run_benchmark(
+        pair,
+        prompts,
+        replace(settings, config=replace(config, schedule="constant"), methods=("baseline", "speculative")),
+        log,
+    )
     print("constant gamma 4 (random weights: acceptance near 0, so this shows the price of each round):")
     print(format_table(constant))
     results["eager_constant_gamma4"] = constant
@@ -181,8 +217,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"peak GPU memory: {torch.cuda.max_memory_allocated(device) / 2**30:.2f} GiB")
     path = out / f"gpu-check-{device.type}.json"
     path.write_text(json.dumps(results, indent=1))
-    (out / f"verify_curve_{device.type}.json").write_text(json.dumps(
-        results.get("compiled", results["eager"])["verify_curve"], indent=1))
+    (out / f"verify_curve_{device.type}.json").write_text(
+        json.dumps(results.get("compiled", results["eager"])["verify_curve"], indent=1)
+    )
     print(f"JSON: {path}  ({time.perf_counter() - started:.0f} s in all)")
     return 0
 

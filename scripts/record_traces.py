@@ -4,6 +4,7 @@ Usage: .venv/bin/python -m scripts.record_traces [NAME ...]   (after python -m s
 on a CPU; with names, only those recordings)
 Each trace holds the speculative run and the plain run of the target on the same prompt and settings.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,11 +26,21 @@ RECORDINGS = [
     ("2_prose_sampling", "prose", 0, SpecConfig(gamma=4, temperature=0.8, top_p=0.95, max_new_tokens=48, seed=1)),
     ("3_rename_adaptive", "repetition", 0, SpecConfig(gamma=4, schedule="adaptive", max_new_tokens=64)),
     # the benchmark's settings: drafts while the draft is confident, prompt-lookup guesses checked in one draft pass
-    ("4_rename_auto_lookahead", "repetition", 0, SpecConfig(gamma=6, schedule="auto", gamma_max=16,
-                                                            draft_confidence=0.7, lookahead=8, max_new_tokens=64)),
+    (
+        "4_rename_auto_lookahead",
+        "repetition",
+        0,
+        SpecConfig(gamma=6, schedule="auto", gamma_max=16, draft_confidence=0.7, lookahead=8, max_new_tokens=64),
+    ),
     # prose with the benchmark's settings: where the draft is unsure, its next choices go into the same verify
-    ("5_prose_auto_alternatives", "prose", 0, SpecConfig(gamma=6, schedule="auto", gamma_max=16, draft_confidence=0.7,
-                                                         lookahead=8, alternatives=2, max_new_tokens=64)),
+    (
+        "5_prose_auto_alternatives",
+        "prose",
+        0,
+        SpecConfig(
+            gamma=6, schedule="auto", gamma_max=16, draft_confidence=0.7, lookahead=8, alternatives=2, max_new_tokens=64
+        ),
+    ),
 ]
 
 
@@ -48,8 +59,10 @@ def main(names: list[str]) -> None:
         trace = replace(trace, note=f"recorded on the built-in pair ({category} prompt) with scripts/record_traces.py")
         save_trace(trace, out / f"{name}.json")
         s = trace.summary
-        print(f"{name}: {s.new_tokens} tokens, {s.rounds} rounds, acceptance {s.acceptance_rate:.2f}, "
-              f"speed-up {speedup(trace):.2f}x, identical={s.token_ids == trace.baseline_summary.token_ids}")
+        print(
+            f"{name}: {s.new_tokens} tokens, {s.rounds} rounds, acceptance {s.acceptance_rate:.2f}, "
+            f"speed-up {speedup(trace):.2f}x, identical={s.token_ids == trace.baseline_summary.token_ids}"
+        )
 
 
 if __name__ == "__main__":

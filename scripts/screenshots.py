@@ -6,6 +6,7 @@ Starts `streamlit run app.py` on a free localhost port and drives headless Debia
 - lab:  the Acceptance lab running one prompt per category with both drafters (greedy, 24 tokens);
 - alternatives: Step through on the recorded prose run with alternatives, at a round that kept one.
 """
+
 from __future__ import annotations
 
 import os
@@ -23,9 +24,10 @@ def race(page, base: str) -> None:
 
     page.goto(f"{base}/race", wait_until="domcontentloaded")
     expect(page.get_by_role("heading", name="Race: plain decoding against speculative decoding")).to_be_visible(
-        timeout=60_000)
+        timeout=60_000
+    )
     expect(page.get_by_text("identical", exact=False).first).to_be_visible(timeout=120_000)
-    page.wait_for_timeout(20_000)            # let the shared-clock replay reach its end
+    page.wait_for_timeout(20_000)  # let the shared-clock replay reach its end
     page.screenshot(path=str(OUT / "race.png"), full_page=True)
 
 
@@ -34,14 +36,15 @@ def lab(page, base: str) -> None:
 
     page.goto(f"{base}/acceptance_lab", wait_until="domcontentloaded")
     expect(page.get_by_role("heading", name="Acceptance lab: when does the draft guess right?")).to_be_visible(
-        timeout=60_000)
+        timeout=60_000
+    )
     tokens = page.get_by_label("Max new tokens")
     tokens.fill("24")
     tokens.press("Enter")
     page.wait_for_timeout(1000)
     page.get_by_role("button", name="Run the batch").click()
     expect(page.get_by_role("heading", name="runs", exact=False).first).to_be_visible(timeout=900_000)
-    page.wait_for_timeout(3000)               # let the charts draw
+    page.wait_for_timeout(3000)  # let the charts draw
     page.screenshot(path=str(OUT / "acceptance_lab.png"), full_page=True)
 
 
@@ -55,7 +58,8 @@ def alternatives(page, base: str) -> None:
     kept = next(r.index for r in trace.rounds if r.kept_alternative is not None)
     page.goto(base, wait_until="domcontentloaded")
     expect(page.get_by_role("heading", name="A small model writes ahead, a big model checks")).to_be_visible(
-        timeout=60_000)
+        timeout=60_000
+    )
     page.get_by_role("button", name="Replay a file").click()
     page.get_by_label("…or a recorded run").click()
     page.get_by_role("option", name=name.replace("_", " ")).click()
@@ -65,14 +69,20 @@ def alternatives(page, base: str) -> None:
         page.get_by_role("button", name="Next").click()
         page.wait_for_timeout(1500)
     expect(page.get_by_text("alternative kept", exact=False).first).to_be_visible(timeout=30_000)
-    page.wait_for_timeout(3000)                # let the chart draw
+    page.wait_for_timeout(3000)  # let the chart draw
     round_head = page.locator(".sv-round-head").first
-    round_head.evaluate("element => element.scrollIntoView()")   # the app scrolls inside its main section
+    round_head.evaluate("element => element.scrollIntoView()")  # the app scrolls inside its main section
     page.wait_for_timeout(1000)
     head = round_head.bounding_box()
-    page.screenshot(path=str(OUT / "alternatives.png"),
-                    clip={"x": 300, "y": head["y"] - 20, "width": VIEWPORT["width"] - 300,
-                          "height": min(1150, VIEWPORT["height"] - head["y"] + 20)})
+    page.screenshot(
+        path=str(OUT / "alternatives.png"),
+        clip={
+            "x": 300,
+            "y": head["y"] - 20,
+            "width": VIEWPORT["width"] - 300,
+            "height": min(1150, VIEWPORT["height"] - head["y"] + 20),
+        },
+    )
 
 
 SHOTS = {"race": race, "lab": lab, "alternatives": alternatives}

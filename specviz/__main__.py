@@ -3,6 +3,7 @@
 A mistake a user can make (a bad setting, an empty prompt, a model that cannot be loaded) prints
 one line on stderr and exits with status 2, never a traceback.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,6 +29,7 @@ from .runs import PromptError, check_length
 
 def cmd_prepare(args: argparse.Namespace) -> int:
     from .builtin import prepare_builtin
+
     target_dir, draft_dir = prepare_builtin(progress=ConsoleProgress())
     print(f"built-in pair ready:\n  target {target_dir}\n  draft  {draft_dir}")
     return 0
@@ -48,6 +50,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     trace = run_trace(pair, args.prompt, config, baseline=args.baseline, prompt_ids=ids)
     if trace_path is not None:
         from .trace import save_trace
+
         with writing(trace_path, "--save-trace"):
             save_trace(trace, trace_path)
     if args.json:
@@ -62,15 +65,37 @@ def _json_document(trace) -> dict:
     from .runs import speedup
 
     s = trace.summary
-    summary = {key: getattr(s, key) for key in
-               ("new_tokens", "rounds", "acceptance_rate", "mean_accepted_per_round", "seconds", "tokens_per_second",
-                "prefill_seconds", "draft_seconds", "verify_seconds", "finish_reason")}
-    document = {"text": s.text, "token_ids": list(s.token_ids), "rounds": [asdict(r) for r in trace.rounds],
-                "summary": summary, "config": trace.config.to_dict(), "pair": trace.pair}
+    summary = {
+        key: getattr(s, key)
+        for key in (
+            "new_tokens",
+            "rounds",
+            "acceptance_rate",
+            "mean_accepted_per_round",
+            "seconds",
+            "tokens_per_second",
+            "prefill_seconds",
+            "draft_seconds",
+            "verify_seconds",
+            "finish_reason",
+        )
+    }
+    document = {
+        "text": s.text,
+        "token_ids": list(s.token_ids),
+        "rounds": [asdict(r) for r in trace.rounds],
+        "summary": summary,
+        "config": trace.config.to_dict(),
+        "pair": trace.pair,
+    }
     if trace.baseline_summary is not None:
         b = trace.baseline_summary
-        document["baseline"] = {"text": b.text, "token_ids": list(b.token_ids), "seconds": b.seconds,
-                                "tokens_per_second": b.tokens_per_second}
+        document["baseline"] = {
+            "text": b.text,
+            "token_ids": list(b.token_ids),
+            "seconds": b.seconds,
+            "tokens_per_second": b.tokens_per_second,
+        }
         document["speedup"] = speedup(trace)
     return document
 
@@ -82,16 +107,17 @@ def _print_run(trace) -> None:
     drafter = trace.pair.get("draft") if config.drafter == "model" else "n-gram lookup"
     print(s.text)
     print(f"\n--- speculative ({trace.pair.get('target')} <- {drafter}, {trace.pair.get('device')}) ---")
-    print(f"{s.new_tokens} tokens in {s.rounds} rounds, acceptance {s.acceptance_rate:.2f}, "
-          f"{s.mean_accepted_per_round:.2f} accepted per round, {s.tokens_per_second:.2f} tok/s ({s.finish_reason})")
+    print(
+        f"{s.new_tokens} tokens in {s.rounds} rounds, acceptance {s.acceptance_rate:.2f}, "
+        f"{s.mean_accepted_per_round:.2f} accepted per round, {s.tokens_per_second:.2f} tok/s ({s.finish_reason})"
+    )
     if config.alternatives:
         kept = sum(r.kept_alternative is not None for r in trace.rounds)
         print(f"alternatives: {kept} of {s.rounds} rounds kept one in place of a rejected last draft token")
     if trace.baseline_summary is not None:
         b = trace.baseline_summary
         same = "identical" if b.token_ids == s.token_ids else "different"
-        print(f"baseline (target alone): {b.tokens_per_second:.2f} tok/s; speed-up {speedup(trace):.2f}x; "
-              f"texts {same}")
+        print(f"baseline (target alone): {b.tokens_per_second:.2f} tok/s; speed-up {speedup(trace):.2f}x; texts {same}")
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -107,8 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--raw", action="store_true", help="plain continuation, no chat template")
     generate.add_argument("--baseline", action="store_true", help="also run the target alone and report the speed-up")
     generate.add_argument("--json", action="store_true", help="print one JSON document")
-    generate.add_argument("--save-trace", metavar="PATH",
-                          help="save the whole run as a trace JSON (replayable in the app)")
+    generate.add_argument(
+        "--save-trace", metavar="PATH", help="save the whole run as a trace JSON (replayable in the app)"
+    )
     add_pair_arguments(generate)
     add_config_arguments(generate)
     bench = commands.add_parser("bench", help="benchmark: target alone vs ours vs transformers' assisted generation")

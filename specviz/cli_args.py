@@ -1,6 +1,7 @@
 """The command line's shared parts: the parser that fails in one line, the pair and config arguments
 (used by generate, bench and scripts/gpu_check.py), turning them into a PairSpec and a SpecConfig, and
 output files checked before the models load."""
+
 from __future__ import annotations
 
 import argparse
@@ -22,34 +23,57 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--target", default="builtin",
-                        help="target model: builtin, a hub id, a local dir or a .gguf file")
-    parser.add_argument("--draft", default=None,
-                        help="draft model (default: the built-in draft when the target is built-in)")
+    parser.add_argument(
+        "--target", default="builtin", help="target model: builtin, a hub id, a local dir or a .gguf file"
+    )
+    parser.add_argument(
+        "--draft", default=None, help="draft model (default: the built-in draft when the target is built-in)"
+    )
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
-    parser.add_argument("--no-quantize-draft", action="store_true",
-                        help="keep the draft in float on CPU (default: int8 Linear layers)")
-    parser.add_argument("--trust-remote-code", action="store_true",
-                        help="allow a model's own code to run (off by default)")
+    parser.add_argument(
+        "--no-quantize-draft", action="store_true", help="keep the draft in float on CPU (default: int8 Linear layers)"
+    )
+    parser.add_argument(
+        "--trust-remote-code", action="store_true", help="allow a model's own code to run (off by default)"
+    )
 
 
 def add_config_arguments(parser: argparse.ArgumentParser, defaults: SpecConfig | None = None) -> None:
     """The SpecConfig settings, defaulting to `defaults` (SpecConfig()'s own when None)."""
     defaults = defaults if defaults is not None else SpecConfig()
     parser.add_argument("--drafter", choices=["model", "ngram"], default=defaults.drafter)
-    parser.add_argument("--gamma", type=int, default=defaults.gamma,
-                        help="draft length (the start value if the schedule is not constant)")
-    parser.add_argument("--schedule", choices=["constant", "adaptive", "auto"], default=defaults.schedule,
-                        help="auto: drafts up to --gamma-max while the draft is confident, "
-                             "plain steps while it does not pay")
+    parser.add_argument(
+        "--gamma",
+        type=int,
+        default=defaults.gamma,
+        help="draft length (the start value if the schedule is not constant)",
+    )
+    parser.add_argument(
+        "--schedule",
+        choices=["constant", "adaptive", "auto"],
+        default=defaults.schedule,
+        help="auto: drafts up to --gamma-max while the draft is confident, plain steps while it does not pay",
+    )
     parser.add_argument("--gamma-max", type=int, default=defaults.gamma_max)
-    parser.add_argument("--lookahead", type=int, default=defaults.lookahead,
-                        help="model drafter: prompt-lookup guesses scored per draft forward (0 = off)")
-    parser.add_argument("--alternatives", type=int, default=defaults.alternatives,
-                        help="model drafter: other candidates for the last draft token, verified in the same "
-                             "target forward when the draft is unsure of it (0 = off)")
-    parser.add_argument("--draft-confidence", type=float, default=defaults.draft_confidence,
-                        help="stop drafting when the draft's top probability is below this (0 = off)")
+    parser.add_argument(
+        "--lookahead",
+        type=int,
+        default=defaults.lookahead,
+        help="model drafter: prompt-lookup guesses scored per draft forward (0 = off)",
+    )
+    parser.add_argument(
+        "--alternatives",
+        type=int,
+        default=defaults.alternatives,
+        help="model drafter: other candidates for the last draft token, verified in the same "
+        "target forward when the draft is unsure of it (0 = off)",
+    )
+    parser.add_argument(
+        "--draft-confidence",
+        type=float,
+        default=defaults.draft_confidence,
+        help="stop drafting when the draft's top probability is below this (0 = off)",
+    )
     parser.add_argument("--temperature", type=float, default=defaults.temperature, help="0 = greedy")
     parser.add_argument("--top-k", type=int, default=defaults.top_k, help="0 = off")
     parser.add_argument("--top-p", type=float, default=defaults.top_p, help="1 = off")
@@ -61,21 +85,34 @@ def pair_spec(args: argparse.Namespace) -> PairSpec:
     draft = args.draft
     if draft is None and args.drafter == "model":
         if args.target != "builtin":
-            raise ConfigError("a hub or local target needs --draft ID (a small model with the same tokenizer) "
-                              "or --drafter ngram")
+            raise ConfigError(
+                "a hub or local target needs --draft ID (a small model with the same tokenizer) or --drafter ngram"
+            )
         draft = "builtin"
     # The n-gram drafter needs no draft model, so none is loaded unless one is named.
-    return PairSpec(target=args.target, draft=draft, device=args.device,
-                    quantize_draft=False if args.no_quantize_draft else None, trust_remote_code=args.trust_remote_code)
+    return PairSpec(
+        target=args.target,
+        draft=draft,
+        device=args.device,
+        quantize_draft=False if args.no_quantize_draft else None,
+        trust_remote_code=args.trust_remote_code,
+    )
 
 
 def config_from(args: argparse.Namespace) -> SpecConfig:
     return SpecConfig(
-        gamma=args.gamma, schedule=args.schedule,
+        gamma=args.gamma,
+        schedule=args.schedule,
         # gamma_max only bounds the adaptive and auto schedules; a constant gamma above its default is fine.
         gamma_max=args.gamma_max if args.schedule != "constant" else max(args.gamma_max, args.gamma),
-        draft_confidence=args.draft_confidence, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-        seed=args.seed, max_new_tokens=args.max_new_tokens, drafter=args.drafter, lookahead=args.lookahead,
+        draft_confidence=args.draft_confidence,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        seed=args.seed,
+        max_new_tokens=args.max_new_tokens,
+        drafter=args.drafter,
+        lookahead=args.lookahead,
         alternatives=args.alternatives,
     ).validate()
 

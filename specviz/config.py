@@ -1,4 +1,5 @@
 """Run settings shared by the engine, the CLI and the app."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -12,8 +13,8 @@ DrafterName = Literal["model", "ngram"]
 MAX_NEW_TOKENS_LIMIT = 1024
 GAMMA_LIMIT = 32
 MAX_ALTERNATIVES = 8
-RECORD_TOP_LIMIT = 64     # top tokens of p, q and the residual an event may keep (the trace loader caps the same)
-SEED_LIMIT = 2**64 - 1    # torch's manual_seed takes [-2**63, 2**64 - 1] and maps a negative seed onto a large one
+RECORD_TOP_LIMIT = 64  # top tokens of p, q and the residual an event may keep (the trace loader caps the same)
+SEED_LIMIT = 2**64 - 1  # torch's manual_seed takes [-2**63, 2**64 - 1] and maps a negative seed onto a large one
 
 
 class ConfigError(UserError, ValueError):
@@ -22,27 +23,27 @@ class ConfigError(UserError, ValueError):
 
 @dataclass(frozen=True)
 class SpecConfig:
-    gamma: int = 5                   # draft length (the start value under the adaptive schedule)
-    schedule: Schedule = "constant"  # auto: cost-aware, speculates only while it measurably pays (schedule.AutoSchedule)
-    gamma_max: int = 12              # ceiling of the adaptive schedule; the draft length of auto's speculative rounds
-    draft_confidence: float = 0.0    # stop drafting when the draft's top probability falls below this
-                                     # (auto uses AUTO_CONFIDENCE when this is 0)
-    temperature: float = 0.0         # 0 means greedy
-    top_k: int = 0                   # 0 means off
-    top_p: float = 1.0               # 1 means off
+    gamma: int = 5  # draft length (the start value under the adaptive schedule)
+    schedule: Schedule = "constant"  # auto: cost-aware, speculates only while it pays (schedule.AutoSchedule)
+    gamma_max: int = 12  # ceiling of the adaptive schedule; the draft length of auto's speculative rounds
+    draft_confidence: float = 0.0  # stop drafting when the draft's top probability falls below this
+    # (auto uses AUTO_CONFIDENCE when this is 0)
+    temperature: float = 0.0  # 0 means greedy
+    top_k: int = 0  # 0 means off
+    top_p: float = 1.0  # 1 means off
     seed: int = 0
     max_new_tokens: int = 64
     drafter: DrafterName = "model"
-    ngram_size: int = 3              # longest n-gram the prompt-lookup drafter matches
-    lookahead: int = 0               # model drafter: up to this many prompt-lookup guesses scored in one draft
-                                     # forward (each token still drawn from its own q row; fewer forwards); 0: off
-    alternatives: int = 0            # also verify this many other candidates for the last drafted token when the
-                                     # draft was unsure of it (a token tree, same target forward); 0: off
-    record_top: int = 8              # how many top tokens of p, q and the residual each event keeps
-    fuse_prompt: bool = False        # process the prompt inside the first round's forwards (as transformers'
-                                     # generate does) instead of a separate pass: one target and one draft forward
-                                     # fewer per run; round 0 then starts from empty caches, its times include
-                                     # the prompt and prefill_seconds is 0
+    ngram_size: int = 3  # longest n-gram the prompt-lookup drafter matches
+    lookahead: int = 0  # model drafter: up to this many prompt-lookup guesses scored in one draft
+    # forward (each token still drawn from its own q row; fewer forwards); 0: off
+    alternatives: int = 0  # also verify this many other candidates for the last drafted token when the
+    # draft was unsure of it (a token tree, same target forward); 0: off
+    record_top: int = 8  # how many top tokens of p, q and the residual each event keeps
+    fuse_prompt: bool = False  # process the prompt inside the first round's forwards (as transformers'
+    # generate does) instead of a separate pass: one target and one draft forward
+    # fewer per run; round 0 then starts from empty caches, its times include
+    # the prompt and prefill_seconds is 0
 
     @property
     def greedy(self) -> bool:

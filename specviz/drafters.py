@@ -7,6 +7,7 @@ Two kinds behind one small protocol:
 - NgramDrafter: prompt lookup, no model. Copies what followed the last occurrence of the current
   suffix; its q is a point mass, q(d) = 1.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,8 +23,8 @@ from .sampling import probabilities, sample
 @dataclass(frozen=True)
 class Draft:
     ids: list[int]
-    q: torch.Tensor | None   # [len(ids), V] draft probabilities; None for a point-mass drafter
-    forwards: int            # model forward passes spent
+    q: torch.Tensor | None  # [len(ids), V] draft probabilities; None for a point-mass drafter
+    forwards: int  # model forward passes spent
     from_lookahead: tuple[bool, ...] = ()  # per token: its q row came from a forward over lookup guesses
 
 
@@ -35,28 +36,37 @@ class Drafter(Protocol):
 
     def prefill(self, ids: list[int]) -> None: ...
 
-    def propose(self, committed: list[int], gamma: int, warpers: LogitsProcessorList,
-                generator: torch.Generator | None, greedy: bool, confidence: float) -> Draft: ...
+    def propose(
+        self,
+        committed: list[int],
+        gamma: int,
+        warpers: LogitsProcessorList,
+        generator: torch.Generator | None,
+        greedy: bool,
+        confidence: float,
+    ) -> Draft: ...
 
     def rollback(self, committed: list[int]) -> None: ...
 
 
 class ModelDrafter:
     """Per-run drafting state around a shared draft model."""
-    name = "model"
-    EXPLORE_EVERY = 8   # while guesses mostly miss: one guess every this many draft forwards
 
-    def __init__(self, model, vocab_width: int, lookahead: int = 0, max_ngram: int = 3,
-                 stop_ids: frozenset[int] = frozenset()):
+    name = "model"
+    EXPLORE_EVERY = 8  # while guesses mostly miss: one guess every this many draft forwards
+
+    def __init__(
+        self, model, vocab_width: int, lookahead: int = 0, max_ngram: int = 3, stop_ids: frozenset[int] = frozenset()
+    ):
         # q is over the target's ids (vocab_width): the draft never proposes an id the target cannot embed, and
         # reads the target's ids it has no row for as a stand-in (CachedModel.embedding_rows).
         self.state = CachedModel(model, vocab_width, embedding_rows=model.config.get_text_config().vocab_size)
-        self.stop_ids = stop_ids      # end-of-sequence ids: nothing after one can be kept, so drafting stops there
-        self.lookahead = lookahead    # most prompt-lookup guesses scored per draft forward; 0: one token per forward
+        self.stop_ids = stop_ids  # end-of-sequence ids: nothing after one can be kept, so drafting stops there
+        self.lookahead = lookahead  # most prompt-lookup guesses scored per draft forward; 0: one token per forward
         self.max_ngram = max_ngram
-        self.guesses_offered = 0      # forwards that carried guesses, and how often the first one was drawn
+        self.guesses_offered = 0  # forwards that carried guesses, and how often the first one was drawn
         self.guesses_taken = 0
-        self.forwards_since_guess = 0 # draft forwards sent without guesses since the last one with
+        self.forwards_since_guess = 0  # draft forwards sent without guesses since the last one with
 
     @property
     def cache_length(self) -> int:
@@ -81,7 +91,7 @@ class ModelDrafter:
         logits = self.state.feed(self.state.pending(committed) + guess, logits_to_keep=len(guess) + 1)
         forwards, row = 1, 0
         while True:
-            q = probabilities(logits[row:row + 1], warpers)          # [1, V]
+            q = probabilities(logits[row : row + 1], warpers)  # [1, V]
             token = int(sample(q, generator, greedy)[0])
             ids.append(token)
             rows.append(q[0])
@@ -92,7 +102,7 @@ class ModelDrafter:
             if len(ids) == gamma or token in self.stop_ids or (confidence > 0 and float(q.max()) < confidence):
                 break
             if guessed_right:
-                row += 1                                             # next row: context d_1..d_i, as needed
+                row += 1  # next row: context d_1..d_i, as needed
                 continue
             self.state.truncate(self.state.length - (len(guess) - row))  # drop the guesses not drawn
             guess = self._guess(committed + ids, gamma - len(ids))
@@ -129,6 +139,7 @@ class ModelDrafter:
 
 class NgramDrafter:
     """Prompt lookup decoding (Saxena 2023): match the last n tokens earlier in the text, copy what followed."""
+
     name = "ngram"
 
     def __init__(self, max_ngram: int = 3, stop_ids: frozenset[int] = frozenset()):
@@ -145,7 +156,7 @@ class NgramDrafter:
     def propose(self, committed, gamma, warpers, generator, greedy, confidence) -> Draft:
         ids = lookup_continuation(committed, gamma, self.max_ngram)
         end = next((i + 1 for i, token in enumerate(ids) if token in self.stop_ids), len(ids))
-        return Draft(ids[:end], None, 0)                      # up to and including an end-of-sequence token
+        return Draft(ids[:end], None, 0)  # up to and including an end-of-sequence token
 
     def rollback(self, committed: list[int]) -> None:
         pass
@@ -156,6 +167,6 @@ def lookup_continuation(ids: list[int], gamma: int, max_ngram: int) -> list[int]
     for n in range(min(max_ngram, len(ids) - 1), 0, -1):
         suffix = ids[-n:]
         for start in range(len(ids) - n - 1, -1, -1):  # latest earlier occurrence first
-            if ids[start:start + n] == suffix:
-                return ids[start + n:start + n + gamma]
+            if ids[start : start + n] == suffix:
+                return ids[start + n : start + n + gamma]
     return []

@@ -12,6 +12,7 @@ One round (see docs/DESIGN.md, "The engine"):
   4. commit  the kept tokens, and roll both KV caches back to them (DynamicCache.crop)
 gamma per round comes from a schedule (schedule.py); events are built beside the round (recording.py).
 """
+
 from __future__ import annotations
 
 import threading
@@ -33,8 +34,18 @@ from .sampling import build_warpers, probabilities, sample
 from .schedule import AUTO_CONFIDENCE, AutoSchedule, RoundCost, draft_confidence, make_schedule, next_gamma
 from .trace import Event, FinishReason, RoundEvent, RunSummary, TokenEvent, TokenProb
 
-__all__ = ["AUTO_CONFIDENCE", "AutoSchedule", "EngineError", "autoregressive_generate", "make_generator",
-           "next_gamma", "run_to_end", "speculative_generate", "synchronize", "vocab_width"]
+__all__ = [
+    "AUTO_CONFIDENCE",
+    "AutoSchedule",
+    "EngineError",
+    "autoregressive_generate",
+    "make_generator",
+    "next_gamma",
+    "run_to_end",
+    "speculative_generate",
+    "synchronize",
+    "vocab_width",
+]
 
 
 class EngineError(UserError, RuntimeError):
@@ -67,25 +78,27 @@ def make_drafter(pair, config: SpecConfig, width: int) -> Drafter:
         return NgramDrafter(config.ngram_size, pair.eos_ids)
     if pair.draft is None:
         raise EngineError("this pair has no draft model: choose the n-gram drafter or load a draft model")
-    return ModelDrafter(pair.draft, width, lookahead=config.lookahead, max_ngram=config.ngram_size,
-                        stop_ids=pair.eos_ids)
+    return ModelDrafter(
+        pair.draft, width, lookahead=config.lookahead, max_ngram=config.ngram_size, stop_ids=pair.eos_ids
+    )
 
 
 @dataclass
 class Run:
     """Per-run state of either generator; the shared pair is only read."""
+
     pair: Any
     config: SpecConfig
-    committed: list[int]               # prompt, then every committed token
+    committed: list[int]  # prompt, then every committed token
     prompt_length: int
-    warpers: LogitsProcessorList       # the transform applied to p and q alike
+    warpers: LogitsProcessorList  # the transform applied to p and q alike
     generator: torch.Generator
     target: CachedModel
-    eos: frozenset[int]                # end-of-sequence ids
-    drafter: Drafter | None = None     # speculative runs only
-    confidence: float = 0.0            # the draft's confidence stop
-    branching: bool = False            # alternatives are verified in the same target forward
-    start: float = 0.0                 # perf_counter() when the prompt pass began
+    eos: frozenset[int]  # end-of-sequence ids
+    drafter: Drafter | None = None  # speculative runs only
+    confidence: float = 0.0  # the draft's confidence stop
+    branching: bool = False  # alternatives are verified in the same target forward
+    start: float = 0.0  # perf_counter() when the prompt pass began
     prefill_seconds: float = 0.0
     ended_at_eos: bool = False
 
@@ -117,10 +130,15 @@ class Run:
         return appended
 
     def summary(self, totals: Totals, finish: FinishReason) -> RunSummary:
-        new_ids = self.committed[self.prompt_length:]
+        new_ids = self.committed[self.prompt_length :]
         seconds = time.perf_counter() - self.start
-        return totals.summary(token_ids=new_ids, text=self.pair.decode(new_ids), seconds=seconds,
-                              prefill_seconds=self.prefill_seconds, finish=finish)
+        return totals.summary(
+            token_ids=new_ids,
+            text=self.pair.decode(new_ids),
+            seconds=seconds,
+            prefill_seconds=self.prefill_seconds,
+            finish=finish,
+        )
 
 
 def start_run(pair, prompt_ids: list[int], config: SpecConfig, *, speculative: bool) -> Run:
@@ -130,9 +148,16 @@ def start_run(pair, prompt_ids: list[int], config: SpecConfig, *, speculative: b
     if not prompt_ids:
         raise EngineError("the prompt is empty: type some text first")
     width = vocab_width(pair)
-    run = Run(pair=pair, config=config, committed=list(prompt_ids), prompt_length=len(prompt_ids),
-              warpers=build_warpers(config), generator=make_generator(pair.target.device, config.seed),
-              target=CachedModel(pair.target, width), eos=pair.eos_ids)
+    run = Run(
+        pair=pair,
+        config=config,
+        committed=list(prompt_ids),
+        prompt_length=len(prompt_ids),
+        warpers=build_warpers(config),
+        generator=make_generator(pair.target.device, config.seed),
+        target=CachedModel(pair.target, width),
+        eos=pair.eos_ids,
+    )
     if speculative:
         run.drafter = make_drafter(pair, config, width)
         run.confidence = draft_confidence(config)
@@ -148,15 +173,27 @@ def start_run(pair, prompt_ids: list[int], config: SpecConfig, *, speculative: b
 
 # ---------------------------------------------------------------- speculative decoding: one round
 
+
 def draft_phase(run: Run, length: int) -> tuple[Draft, list[int]]:
     """1. d_i ~ q_i, i = 1..n <= length (the drafter stops early at low confidence or end of sequence), and
     alternatives c_1..c_k for d_n (checked only if d_n is rejected)."""
     if length <= 0:
         return Draft([], None, 0), []
-    draft = run.drafter.propose(run.committed, gamma=length, warpers=run.warpers, generator=run.generator,
-                                greedy=run.config.greedy, confidence=run.confidence)
-    alternatives = pick_alternatives(draft, count=run.config.alternatives if run.branching else 0,
-                                     confidence=run.confidence, generator=run.generator, greedy=run.config.greedy)
+    draft = run.drafter.propose(
+        run.committed,
+        gamma=length,
+        warpers=run.warpers,
+        generator=run.generator,
+        greedy=run.config.greedy,
+        confidence=run.confidence,
+    )
+    alternatives = pick_alternatives(
+        draft,
+        count=run.config.alternatives if run.branching else 0,
+        confidence=run.confidence,
+        generator=run.generator,
+        greedy=run.config.greedy,
+    )
     return draft, alternatives
 
 
@@ -165,13 +202,14 @@ def verify_phase(run: Run, draft: Draft, alternatives: list[int]) -> tuple[torch
     one row after each sibling; 3. accept a prefix of the draft, then a correction or a bonus token."""
     n = len(draft.ids)
     chain = run.target.pending(run.committed) + draft.ids
-    siblings = list(dict.fromkeys(t for t in alternatives if t != draft.ids[-1]))   # fed once each
+    siblings = list(dict.fromkeys(t for t in alternatives if t != draft.ids[-1]))  # fed once each
     p = probabilities(run.target.feed_branches(chain, siblings, chain_rows=n + 1), run.warpers)
     rows = {token: n + 1 + i for i, token in enumerate(siblings)}
     if draft.ids:
-        rows[draft.ids[-1]] = n                                       # after d_n itself: the bonus row
-    return p, verify(p, draft, generator=run.generator, greedy=run.config.greedy, alternatives=alternatives,
-                     alternative_rows=rows)
+        rows[draft.ids[-1]] = n  # after d_n itself: the bonus row
+    return p, verify(
+        p, draft, generator=run.generator, greedy=run.config.greedy, alternatives=alternatives, alternative_rows=rows
+    )
 
 
 def commit_phase(run: Run, decision: Decision) -> list[int]:
@@ -186,37 +224,54 @@ def speculative_round(run: Run, gamma: int) -> Round:
     """One round: the four phases, with the clock and the cache lengths around them."""
     position = run.produced
     before = CacheLengths(target=run.target.length, draft=run.drafter.cache_length)
-    length = min(gamma, run.config.max_new_tokens - position - 1)   # never past the budget: the next token must fit
+    length = min(gamma, run.config.max_new_tokens - position - 1)  # never past the budget: the next token must fit
     started = time.perf_counter()
     draft, alternatives = draft_phase(run, length)
     drafted = run.now()
     p, decision = verify_phase(run, draft, alternatives)
     verified = run.now()
     appended = commit_phase(run, decision)
-    return Round(position=position, gamma=length, draft=draft, alternatives=alternatives, p=p, decision=decision,
-                 appended=appended, caches_before=before,
-                 caches_after=CacheLengths(target=run.target.length, draft=run.drafter.cache_length),
-                 draft_seconds=drafted - started, verify_seconds=verified - drafted,
-                 started=started, ended=time.perf_counter())
+    return Round(
+        position=position,
+        gamma=length,
+        draft=draft,
+        alternatives=alternatives,
+        p=p,
+        decision=decision,
+        appended=appended,
+        caches_before=before,
+        caches_after=CacheLengths(target=run.target.length, draft=run.drafter.cache_length),
+        draft_seconds=drafted - started,
+        verify_seconds=verified - drafted,
+        started=started,
+        ended=time.perf_counter(),
+    )
 
 
 def _recorded(run: Run, done: Round, index: int) -> RoundEvent:
     """The round's event, stamped with the time spent building it (top-k lists, token text)."""
-    event = round_event(done, index=index, elapsed=done.ended - run.start, record_top=run.config.record_top,
-                        text=run.pair.token_text)
+    event = round_event(
+        done, index=index, elapsed=done.ended - run.start, record_top=run.config.record_top, text=run.pair.token_text
+    )
     return replace(event, bookkeeping_seconds=time.perf_counter() - done.ended)
 
 
 def _cost(run: Run, done: Round, event: RoundEvent) -> RoundCost:
     """What the schedule learns; the round's seconds end before the yield (the consumer's time is not ours)."""
-    return RoundCost(drafted=len(done.draft.ids), chain_accepted=done.decision.chain_accepted,
-                     committed=len(done.appended), seconds=done.ended + event.bookkeeping_seconds - done.started,
-                     verify_seconds=done.verify_seconds, with_prompt=event.index == 0 and run.config.fuse_prompt)
+    return RoundCost(
+        drafted=len(done.draft.ids),
+        chain_accepted=done.decision.chain_accepted,
+        committed=len(done.appended),
+        seconds=done.ended + event.bookkeeping_seconds - done.started,
+        verify_seconds=done.verify_seconds,
+        with_prompt=event.index == 0 and run.config.fuse_prompt,
+    )
 
 
 @torch.inference_mode()
-def speculative_generate(pair, prompt_ids: list[int], config: SpecConfig,
-                         cancel: threading.Event | None = None) -> Iterator[Event]:
+def speculative_generate(
+    pair, prompt_ids: list[int], config: SpecConfig, cancel: threading.Event | None = None
+) -> Iterator[Event]:
     """Yield one RoundEvent per draft-and-verify round, then a RunSummary."""
     run = start_run(pair, prompt_ids, config, speculative=True)
     schedule = make_schedule(config)
@@ -232,6 +287,7 @@ def speculative_generate(pair, prompt_ids: list[int], config: SpecConfig,
 
 # ---------------------------------------------------------------- the baseline
 
+
 def target_step(run: Run) -> TokenEvent:
     """x_{t+1} ~ p(. | x_1..x_t): one target forward over the pending token, one draw (argmax when greedy)."""
     started = time.perf_counter()
@@ -239,13 +295,18 @@ def target_step(run: Run) -> TokenEvent:
     token = int(sample(p, run.generator, run.config.greedy)[0])
     ended = run.now()
     run.commit([token])
-    return TokenEvent(index=run.produced - 1, token=TokenProb(token, run.pair.token_text(token), float(p[0, token])),
-                      seconds=ended - started, elapsed=ended - run.start)
+    return TokenEvent(
+        index=run.produced - 1,
+        token=TokenProb(token, run.pair.token_text(token), float(p[0, token])),
+        seconds=ended - started,
+        elapsed=ended - run.start,
+    )
 
 
 @torch.inference_mode()
-def autoregressive_generate(pair, prompt_ids: list[int], config: SpecConfig,
-                            cancel: threading.Event | None = None) -> Iterator[Event]:
+def autoregressive_generate(
+    pair, prompt_ids: list[int], config: SpecConfig, cancel: threading.Event | None = None
+) -> Iterator[Event]:
     """The baseline: the target alone, same transform, KV cache, one TokenEvent per token, then a RunSummary."""
     run = start_run(pair, prompt_ids, config, speculative=False)
     totals = Totals("autoregressive")

@@ -1,6 +1,7 @@
 """Errors a user can cause. Their message is the whole explanation: the CLI prints it as one line and
 exits with status 2, the app shows it in place of a traceback. Each module's own error subclasses
 UserError, so a caller catches them all with one class and no module imports the others for it."""
+
 from __future__ import annotations
 
 

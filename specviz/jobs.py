@@ -5,6 +5,7 @@ runs.exclusive), and keeps the result or a one-line error a user can read. Stop 
 engine checks it between rounds. The model pairs of every session come from one PairRegistry (PAIRS).
 No Streamlit here: pages poll a job.
 """
+
 from __future__ import annotations
 
 import logging
@@ -23,17 +24,20 @@ from .runs import Cancelled
 log = logging.getLogger(__name__)
 
 JobState = Literal["starting", "waiting", "running", "done", "cancelled", "failed"]
-MAX_LOADED_PAIRS = 3    # pairs held in memory at once by the app (the built-in pair and two others)
+MAX_LOADED_PAIRS = 3  # pairs held in memory at once by the app (the built-in pair and two others)
 
 
-OOM_ADVICE = ("the GPU ran out of memory. The memory was released; pick a smaller model pair in the sidebar "
-              "(or the built-in pair on CPU), or lower max new tokens, and run again.")
+OOM_ADVICE = (
+    "the GPU ran out of memory. The memory was released; pick a smaller model pair in the sidebar "
+    "(or the built-in pair on CPU), or lower max new tokens, and run again."
+)
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
     oom = getattr(torch.cuda, "OutOfMemoryError", None)
     return (oom is not None and isinstance(exc, oom)) or (
-        isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower())
+        isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+    )
 
 
 def release_device_memory() -> None:
@@ -50,26 +54,29 @@ def describe_error(exc: BaseException) -> str:
         release_device_memory()
         return OOM_ADVICE
     log.exception("unexpected error in a specviz run", exc_info=exc)
-    return (f"unexpected error ({exc.__class__.__name__}: {exc}). The app is still usable; "
-            "try other settings, and see the server log for details.")
+    return (
+        f"unexpected error ({exc.__class__.__name__}: {exc}). The app is still usable; "
+        "try other settings, and see the server log for details."
+    )
 
 
 @dataclass
 class Job:
     """One run in a worker thread. The worker appends to `events`; the page reads them (appends are atomic)."""
+
     name: str
     cancel: threading.Event = field(default_factory=threading.Event)
     state: JobState = "starting"
     events: list = field(default_factory=list)
-    progress: str = ""                  # a short line, e.g. "run 3 of 12"
+    progress: str = ""  # a short line, e.g. "run 3 of 12"
     meta: dict = field(default_factory=dict)  # what the page needs to show a live run (prompt, config)
-    fraction: float = 0.0               # progress in [0, 1], for batches
+    fraction: float = 0.0  # progress in [0, 1], for batches
     result: Any = None
     error: str | None = None
     created: float = field(default_factory=time.monotonic)
     waited_seconds: float = 0.0
     thread: threading.Thread | None = field(default=None, repr=False)
-    consumed: bool = False              # the page has taken the result
+    consumed: bool = False  # the page has taken the result
 
     @property
     def finished(self) -> bool:
@@ -95,8 +102,9 @@ class Job:
         return self.finished
 
 
-def start_job(name: str, work: Callable[[Job], Any], lock: threading.Lock | None = None,
-              meta: dict | None = None) -> Job:
+def start_job(
+    name: str, work: Callable[[Job], Any], lock: threading.Lock | None = None, meta: dict | None = None
+) -> Job:
     """Run work(job) in a daemon thread, optionally holding `lock` (try without blocking first, then wait,
     cancellable). Work that calls runs.run_trace needs no lock here: the run takes its device's lock itself
     and reports its wait through job.on_wait."""
@@ -129,18 +137,22 @@ def start_job(name: str, work: Callable[[Job], Any], lock: threading.Lock | None
     return job
 
 
-LoadPair = Callable[[Any, Progress], Any]   # load(spec, progress) -> ModelPair
+LoadPair = Callable[[Any, Progress], Any]  # load(spec, progress) -> ModelPair
 
 
 def load_real_or_tiny(override: str) -> LoadPair:
     """models.load_pair, or specviz.tiny.tiny_pair() for override "tiny" (tests and quick demos: SPECVIZ_PAIR=tiny)."""
     if override == "tiny":
+
         def tiny(spec, progress: Progress) -> Any:
             from .tiny import tiny_pair
+
             progress("building the tiny random pair", 0.5)
             return tiny_pair()
+
         return tiny
     from .models import load_pair
+
     return load_pair
 
 
@@ -199,6 +211,7 @@ class RegistryFull(UserError):
 @dataclass
 class Lease:
     """A run's hold on a loaded pair: the registry never evicts it until every lease on it is released."""
+
     pair: Any
     loader: PairLoader = field(repr=False)
     guard: threading.Lock = field(repr=False)
@@ -233,8 +246,8 @@ class PairRegistry:
         self.capacity = capacity
         self.failures_kept = failures_kept
         self._load = load
-        self._slots: dict[tuple, PairLoader] = {}    # loading or loaded, least recently used first
-        self._failed: dict[tuple, PairLoader] = {}   # failed: their message only (no models)
+        self._slots: dict[tuple, PairLoader] = {}  # loading or loaded, least recently used first
+        self._failed: dict[tuple, PairLoader] = {}  # failed: their message only (no models)
         self._guard = threading.Lock()
 
     def loader(self, spec, override: str = "", retry_failed: bool = False) -> PairLoader:
@@ -247,8 +260,8 @@ class PairRegistry:
             if key in self._failed:
                 return self._failed[key]
             found = self._slots.pop(key, None) or self._start(key)
-            if found.state != "failed":     # a refusal (RegistryFull) never takes a slot
-                self._slots[key] = found    # most recently used last
+            if found.state != "failed":  # a refusal (RegistryFull) never takes a slot
+                self._slots[key] = found  # most recently used last
             return found
 
     def retry(self, spec, override: str = "") -> None:
@@ -283,7 +296,7 @@ class PairRegistry:
             del self._failed[next(iter(self._failed))]
         ready = [k for k, loader in self._slots.items() if loader.state == "ready"]
         idle = [k for k in ready if self._slots[k].users == 0]
-        for key in idle[:max(0, len(ready) - self.capacity)]:
+        for key in idle[: max(0, len(ready) - self.capacity)]:
             del self._slots[key]
 
     def _start(self, key: tuple) -> PairLoader:
@@ -297,8 +310,10 @@ class PairRegistry:
         return PairLoader(spec, override, load=self._load)
 
     def _refuse(self, spec, progress: Progress) -> Any:
-        raise RegistryFull(f"this server already holds {self.capacity} model pairs that runs are using or loading; "
-                           "pick one of those, or try again when a run has finished")
+        raise RegistryFull(
+            f"this server already holds {self.capacity} model pairs that runs are using or loading; "
+            "pick one of those, or try again when a run has finished"
+        )
 
 
 PAIRS = PairRegistry()

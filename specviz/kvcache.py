@@ -4,6 +4,7 @@ Optionally (enable_compiled_decoding), a model's one-token steps run through tor
 static KV cache: on a GPU, mode "reduce-overhead" replays a whole step as one CUDA graph, which is
 what small models need there (a 0.5B draft otherwise spends most of a step launching kernels).
 """
+
 from __future__ import annotations
 
 import threading
@@ -18,7 +19,7 @@ from transformers import DynamicCache, StaticCache
 # Longest sequence a compiled decoder's static cache holds: the longest prompt the app accepts (2048
 # tokens), the most new tokens (1024) and the longest draft (32) plus its bonus token.
 COMPILED_MAX_LENGTH = 2048 + 1024 + 32 + 8
-COMPILED_MAX_TOKENS = 33   # a verify of the longest draft (32) plus one; longer feeds (prompts) run eagerly
+COMPILED_MAX_TOKENS = 33  # a verify of the longest draft (32) plus one; longer feeds (prompts) run eagerly
 
 
 class CompiledDecoder:
@@ -35,12 +36,18 @@ class CompiledDecoder:
     the first is alive gets an ordinary dynamic cache and eager steps instead.
     """
 
-    def __init__(self, model: Any, max_length: int = COMPILED_MAX_LENGTH, mode: str | None = None,
-                 backend: str = "inductor", max_tokens: int = COMPILED_MAX_TOKENS):
+    def __init__(
+        self,
+        model: Any,
+        max_length: int = COMPILED_MAX_LENGTH,
+        mode: str | None = None,
+        backend: str = "inductor",
+        max_tokens: int = COMPILED_MAX_TOKENS,
+    ):
         self.model = model
         self.max_length = max_length
-        self.max_tokens = max_tokens         # feeds of up to this many tokens (steps, verifies) are compiled
-        if backend != "inductor":            # "eager" (tests): no code generation, and no mode to pass on
+        self.max_tokens = max_tokens  # feeds of up to this many tokens (steps, verifies) are compiled
+        if backend != "inductor":  # "eager" (tests): no code generation, and no mode to pass on
             mode = "default"
         self.mode = mode or ("reduce-overhead" if model.device.type == "cuda" else "default")
         self.cache = StaticCache(config=model.config, max_cache_len=max_length)
@@ -49,7 +56,7 @@ class CompiledDecoder:
         self.step = torch.compile(model.forward, mode=self.mode, backend=backend, dynamic=None)
         self._owner: weakref.ref | None = None
         self._lock = threading.Lock()
-        self.steps = 0                       # compiled steps taken (for tests and reports)
+        self.steps = 0  # compiled steps taken (for tests and reports)
 
     def acquire(self, owner: "CachedModel") -> StaticCache | None:
         """The reset static cache for `owner`, or None when another live CachedModel holds it."""
@@ -57,7 +64,7 @@ class CompiledDecoder:
             if self._owner is not None and self._owner() is not None and self._owner() is not owner:
                 return None
             self._owner = weakref.ref(owner)
-        with torch.inference_mode():         # its tensors were made in inference mode, by a forward
+        with torch.inference_mode():  # its tensors were made in inference mode, by a forward
             self.cache.reset()
         return self.cache
 
@@ -65,8 +72,13 @@ class CompiledDecoder:
 _DECODERS: "weakref.WeakKeyDictionary[Any, CompiledDecoder]" = weakref.WeakKeyDictionary()
 
 
-def enable_compiled_decoding(model: Any, max_length: int = COMPILED_MAX_LENGTH, mode: str | None = None,
-                             backend: str = "inductor", max_tokens: int = COMPILED_MAX_TOKENS) -> CompiledDecoder:
+def enable_compiled_decoding(
+    model: Any,
+    max_length: int = COMPILED_MAX_LENGTH,
+    mode: str | None = None,
+    backend: str = "inductor",
+    max_tokens: int = COMPILED_MAX_TOKENS,
+) -> CompiledDecoder:
     """From now on, CachedModels of `model` take one-token steps through torch.compile on a static cache.
 
     The first steps compile (tens of seconds); warm it up before timing anything.
@@ -98,8 +110,9 @@ class CachedModel:
 
     `ids` are the tokens whose keys and values are in `cache`, in order.
     """
+
     model: Any
-    vocab_width: int                    # logits are cut or padded to the pair's width, the target's (fit_width)
+    vocab_width: int  # logits are cut or padded to the pair's width, the target's (fit_width)
     cache: Any = field(default_factory=DynamicCache)  # DynamicCache, or a compiled decoder's StaticCache
     ids: list[int] = field(default_factory=list)
     decoder: CompiledDecoder | None = field(default=None, repr=False)
@@ -126,11 +139,12 @@ class CachedModel:
         if self.decoder is not None and self.length + len(new_ids) > self.decoder.max_length:
             raise RuntimeError(f"the compiled decoder's cache holds {self.decoder.max_length} tokens")
         if self.decoder is not None and len(new_ids) <= self.decoder.max_tokens and self.ids:
-            out = self.decoder.step(input_ids=input_ids, cache=self.cache, use_cache=True,
-                                    logits_to_keep=logits_to_keep)
+            out = self.decoder.step(
+                input_ids=input_ids, cache=self.cache, use_cache=True, logits_to_keep=logits_to_keep
+            )
             self.decoder.steps += 1
-            logits = out.logits[0, -logits_to_keep:].clone()   # a CUDA graph's output is overwritten by its next replay
-        else:   # the prompt pass (and everything without a compiled decoder)
+            logits = out.logits[0, -logits_to_keep:].clone()  # a CUDA graph's output is overwritten by its next replay
+        else:  # the prompt pass (and everything without a compiled decoder)
             out = self.model(input_ids=input_ids, cache=self.cache, use_cache=True, logits_to_keep=logits_to_keep)
             logits = out.logits[0, -logits_to_keep:]
         self.ids.extend(new_ids)
@@ -164,16 +178,22 @@ class CachedModel:
         input_ids = self._input_ids(chain + siblings)
         positions = torch.tensor([list(range(past, past + n)) + [past + n - 1] * k], device=device)
         allowed = torch.ones(n + k, past + n + k, dtype=torch.bool, device=device)
-        allowed[:n, past:past + n] = torch.ones(n, n, dtype=torch.bool, device=device).tril()  # the chain: causal
-        allowed[:n, past + n:] = False                                  # nothing sees a sibling ...
-        allowed[n:, past + n - 1:] = False                              # ... a sibling sees neither chain[-1]
-        allowed[n:, past + n:] = torch.eye(k, dtype=torch.bool, device=device)  # nor other siblings, only itself
+        allowed[:n, past : past + n] = torch.ones(n, n, dtype=torch.bool, device=device).tril()  # the chain: causal
+        allowed[:n, past + n :] = False  # nothing sees a sibling ...
+        allowed[n:, past + n - 1 :] = False  # ... a sibling sees neither chain[-1]
+        allowed[n:, past + n :] = torch.eye(k, dtype=torch.bool, device=device)  # nor other siblings, only itself
         mask = allowed[None, None]
-        if self.model.config._attn_implementation == "eager":         # eager attention adds the mask to its scores
+        if self.model.config._attn_implementation == "eager":  # eager attention adds the mask to its scores
             dtype = self.model.dtype
             mask = torch.zeros(mask.shape, dtype=dtype, device=device).masked_fill(~mask, torch.finfo(dtype).min)
-        out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions, cache=self.cache,
-                         use_cache=True, logits_to_keep=chain_rows + k)
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=mask,
+            position_ids=positions,
+            cache=self.cache,
+            use_cache=True,
+            logits_to_keep=chain_rows + k,
+        )
         self.ids.extend(chain + siblings)
         self.truncate(past + n)
         return fit_width(out.logits[0], self.vocab_width)
@@ -195,4 +215,4 @@ class CachedModel:
 
     def pending(self, committed: list[int]) -> list[int]:
         """Committed tokens not yet in the cache (call after rollback)."""
-        return committed[len(self.ids):]
+        return committed[len(self.ids) :]

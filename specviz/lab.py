@@ -3,6 +3,7 @@
 Only `run_batch` runs models (through runs.run_trace); everything else reads recorded events.
 Notation: p = target, q = draft, gamma = draft length, a = acceptance rate, c = cost ratio.
 """
+
 from __future__ import annotations
 
 import threading
@@ -19,6 +20,7 @@ Origin = Literal["accepted", "resampled", "bonus"]
 
 
 # --- batches --------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class PlannedRun:
@@ -42,16 +44,22 @@ class LabRun:
 
 def short(text: str, limit: int) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def drafter_name(drafter: str) -> str:
     return {"model": "draft model", "ngram": "n-gram"}.get(drafter, drafter)
 
 
-def plan_batch(prompts: dict[str, list[str]], categories: Iterable[str], per_category: int,
-               temperatures: Iterable[float], drafters: Iterable[str], schedules: Iterable[str],
-               base: SpecConfig) -> list[PlannedRun]:
+def plan_batch(
+    prompts: dict[str, list[str]],
+    categories: Iterable[str],
+    per_category: int,
+    temperatures: Iterable[float],
+    drafters: Iterable[str],
+    schedules: Iterable[str],
+    base: SpecConfig,
+) -> list[PlannedRun]:
     """Every (prompt, temperature, drafter, schedule) combination: the first `per_category` prompts of each category."""
     plan = []
     for category in categories:
@@ -59,15 +67,26 @@ def plan_batch(prompts: dict[str, list[str]], categories: Iterable[str], per_cat
             for temperature in temperatures:
                 for drafter in drafters:
                     for schedule in schedules:
-                        config = replace(base, temperature=float(temperature), drafter=drafter, schedule=schedule,
-                                         gamma_max=max(base.gamma_max, base.gamma))
+                        config = replace(
+                            base,
+                            temperature=float(temperature),
+                            drafter=drafter,
+                            schedule=schedule,
+                            gamma_max=max(base.gamma_max, base.gamma),
+                        )
                         plan.append(PlannedRun(category, prompt, config))
     return plan
 
 
-def run_batch(pair, plan: Sequence[PlannedRun], *, chat: bool = True, cancel: threading.Event | None = None,
-              on_progress: Callable[[int, int, PlannedRun], None] | None = None,
-              on_wait: Callable[[float], None] | None = None) -> list[LabRun]:
+def run_batch(
+    pair,
+    plan: Sequence[PlannedRun],
+    *,
+    chat: bool = True,
+    cancel: threading.Event | None = None,
+    on_progress: Callable[[int, int, PlannedRun], None] | None = None,
+    on_wait: Callable[[float], None] | None = None,
+) -> list[LabRun]:
     """Run the plan one after the other (speculative only); stops between runs when cancel is set.
     Each run takes the pair's lock for itself (runs.run_trace), so other sessions can run in between."""
     for config in {p.config for p in plan}:
@@ -87,10 +106,11 @@ def run_batch(pair, plan: Sequence[PlannedRun], *, chat: bool = True, cancel: th
 
 # --- acceptance -----------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class PositionStat:
-    position: int      # 1-based position in the draft
-    reached: int       # drafted tokens at this position that were checked (not after a rejection)
+    position: int  # 1-based position in the draft
+    reached: int  # drafted tokens at this position that were checked (not after a rejection)
     accepted: int
 
     @property
@@ -145,10 +165,17 @@ def group_stats(runs: Iterable[LabRun], key: Callable[[LabRun], str]) -> list[Gr
     stats = []
     for name, members in groups.items():
         s = [m.trace.summary for m in members]
-        stats.append(GroupStat(
-            group=name, runs=len(members), rounds=sum(x.rounds for x in s), drafted=sum(x.drafted for x in s),
-            accepted=sum(x.accepted for x in s), new_tokens=sum(x.new_tokens for x in s),
-            seconds=sum(x.seconds - x.prefill_seconds for x in s)))
+        stats.append(
+            GroupStat(
+                group=name,
+                runs=len(members),
+                rounds=sum(x.rounds for x in s),
+                drafted=sum(x.drafted for x in s),
+                accepted=sum(x.accepted for x in s),
+                new_tokens=sum(x.new_tokens for x in s),
+                seconds=sum(x.seconds - x.prefill_seconds for x in s),
+            )
+        )
     return stats
 
 
@@ -174,14 +201,23 @@ def run_rows(runs: Iterable[LabRun]) -> list[dict]:
     rows = []
     for run in runs:
         s, c = run.trace.summary, run.trace.config
-        rows.append({
-            "category": run.category, "prompt": short(run.prompt, 60), "drafter": drafter_name(c.drafter),
-            "temperature": c.temperature, "schedule": c.schedule, "gamma": c.gamma,
-            "new tokens": s.new_tokens, "rounds": s.rounds, "drafted": s.drafted, "accepted": s.accepted,
-            "acceptance rate": round(s.acceptance_rate, 3),
-            "tokens / round": round(s.new_tokens / s.rounds, 2) if s.rounds else 0.0,
-            "tokens / s": round(s.tokens_per_second, 2),
-        })
+        rows.append(
+            {
+                "category": run.category,
+                "prompt": short(run.prompt, 60),
+                "drafter": drafter_name(c.drafter),
+                "temperature": c.temperature,
+                "schedule": c.schedule,
+                "gamma": c.gamma,
+                "new tokens": s.new_tokens,
+                "rounds": s.rounds,
+                "drafted": s.drafted,
+                "accepted": s.accepted,
+                "acceptance rate": round(s.acceptance_rate, 3),
+                "tokens / round": round(s.new_tokens / s.rounds, 2) if s.rounds else 0.0,
+                "tokens / s": round(s.tokens_per_second, 2),
+            }
+        )
     return rows
 
 
@@ -191,8 +227,15 @@ def drafter_comparison(runs: Iterable[LabRun]) -> list[dict]:
     for run in runs:
         c = run.trace.config
         key = (run.category, run.prompt, c.temperature, c.schedule)
-        row = table.setdefault(key, {"category": run.category, "prompt": short(run.prompt, 50),
-                                     "temperature": c.temperature, "schedule": c.schedule})
+        row = table.setdefault(
+            key,
+            {
+                "category": run.category,
+                "prompt": short(run.prompt, 50),
+                "temperature": c.temperature,
+                "schedule": c.schedule,
+            },
+        )
         s = run.trace.summary
         name = drafter_name(c.drafter)
         row[f"{name}: acceptance"] = round(s.acceptance_rate, 3)
@@ -204,7 +247,7 @@ def drafter_comparison(runs: Iterable[LabRun]) -> list[dict]:
 @dataclass(frozen=True)
 class GammaPoint:
     round: int
-    gamma: int        # the draft length the schedule asked for
+    gamma: int  # the draft length the schedule asked for
     drafted: int
     accepted: int
 
@@ -215,13 +258,14 @@ def gamma_series(trace: Trace) -> list[GammaPoint]:
 
 # --- tokens and their origin ----------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class TokenOrigin:
     text: str
     origin: Origin
     round: int
-    ratio: float | None     # min(1, p/q) for an accepted draft token
-    prob: float             # q of the accepted token, or the probability of the resampled / bonus token
+    ratio: float | None  # min(1, p/q) for an accepted draft token
+    prob: float  # q of the accepted token, or the probability of the resampled / bonus token
 
 
 def round_origins(event: RoundEvent, limit: int | None = None) -> list[TokenOrigin]:
@@ -229,8 +273,8 @@ def round_origins(event: RoundEvent, limit: int | None = None) -> list[TokenOrig
     at most `limit` of them (a view draws a capped number, whatever a file says)."""
     out = []
     accepted = event.n_accepted if isinstance(event.n_accepted, int) else 0
-    kept = list(event.drafted[:max(0, accepted)])
-    if event.kept_alternative is not None and kept:   # it took the rejected draft's place
+    kept = list(event.drafted[: max(0, accepted)])
+    if event.kept_alternative is not None and kept:  # it took the rejected draft's place
         kept[-1] = event.kept_alternative
     n = len(event.appended) if limit is None else min(len(event.appended), max(0, limit))
     for k in range(n):
@@ -248,11 +292,12 @@ def token_origins(rounds: Iterable[RoundEvent]) -> list[TokenOrigin]:
 
 # --- the race -------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class TimedToken:
-    time: float        # seconds since the run started (event.elapsed)
+    time: float  # seconds since the run started (event.elapsed)
     text: str
-    origin: str        # accepted | resampled | bonus | plain
+    origin: str  # accepted | resampled | bonus | plain
 
 
 def speculative_timeline(trace: Trace) -> list[TimedToken]:
@@ -288,9 +333,9 @@ def round_phases(trace: Trace) -> list[Phase]:
 
 @dataclass(frozen=True)
 class Identity:
-    checked: bool            # greedy with a baseline: the two texts must be identical
+    checked: bool  # greedy with a baseline: the two texts must be identical
     identical: bool
-    first_difference: int | None   # index of the first differing token
+    first_difference: int | None  # index of the first differing token
 
 
 def greedy_identity(trace: Trace) -> Identity:
@@ -306,18 +351,20 @@ def greedy_identity(trace: Trace) -> Identity:
 
 def _cancelled(trace: Trace) -> bool:
     return trace.summary.finish_reason == "cancelled" or (
-        trace.baseline_summary is not None and trace.baseline_summary.finish_reason == "cancelled")
+        trace.baseline_summary is not None and trace.baseline_summary.finish_reason == "cancelled"
+    )
 
 
 # --- theory against measurement -------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class MeasuredPoint:
     label: str
-    a: float                       # acceptance rate, from the mean accepted prefix per round (Leviathan's a)
-    g: float                       # mean draft length per round
-    tokens_per_round: float        # measured E[tokens per round]
-    c: float | None                # draft time per draft forward / target time per token (needs a baseline)
+    a: float  # acceptance rate, from the mean accepted prefix per round (Leviathan's a)
+    g: float  # mean draft length per round
+    tokens_per_round: float  # measured E[tokens per round]
+    c: float | None  # draft time per draft forward / target time per token (needs a baseline)
     measured_speedup: float | None
     predicted_speedup: float | None  # theory.speedup(a, g, c)
 
@@ -348,10 +395,11 @@ def measured_point(trace: Trace, label: str = "") -> MeasuredPoint | None:
 @dataclass(frozen=True)
 class Costs:
     """Where the time of a speculative run goes, against one step of plain decoding."""
-    target_step: float | None      # mean seconds of one plain decoding step (baseline)
-    draft_forward: float | None    # mean seconds of one draft forward (None: n-gram, no model)
-    verify: float                  # mean seconds of one verify pass over the drafted tokens
-    draft_per_round: float         # mean seconds of drafting per round
+
+    target_step: float | None  # mean seconds of one plain decoding step (baseline)
+    draft_forward: float | None  # mean seconds of one draft forward (None: n-gram, no model)
+    verify: float  # mean seconds of one verify pass over the drafted tokens
+    draft_per_round: float  # mean seconds of drafting per round
     tokens_per_round: float
 
     @property
@@ -365,7 +413,10 @@ def cost_breakdown(trace: Trace) -> Costs | None:
     if s.rounds == 0:
         return None
     target_step = sum(e.seconds for e in trace.baseline) / len(trace.baseline) if trace.baseline else None
-    return Costs(target_step=target_step,
-                 draft_forward=s.draft_seconds / s.draft_forwards if s.draft_forwards else None,
-                 verify=s.verify_seconds / s.rounds, draft_per_round=s.draft_seconds / s.rounds,
-                 tokens_per_round=s.new_tokens / s.rounds)
+    return Costs(
+        target_step=target_step,
+        draft_forward=s.draft_seconds / s.draft_forwards if s.draft_forwards else None,
+        verify=s.verify_seconds / s.rounds,
+        draft_per_round=s.draft_seconds / s.rounds,
+        tokens_per_round=s.new_tokens / s.rounds,
+    )

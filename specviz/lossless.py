@@ -5,6 +5,7 @@ transform as the engine (sampling.probabilities with build_warpers). Then sampli
 draws tens of thousands of one-step speculative samples in a vectorised call, and we compare
 histograms with p by total variation: TV(x, y) = 1/2 * sum_v |x(v) - y(v)|.
 """
+
 from __future__ import annotations
 
 import threading
@@ -20,7 +21,7 @@ from .kvcache import fit_width
 from .runs import encode, exclusive
 from .sampling import build_warpers, probabilities, residual, speculative_samples
 
-SHOWN_TOKENS = 12      # bars on the chart: the most likely tokens under p or q, the rest pooled as "other"
+SHOWN_TOKENS = 12  # bars on the chart: the most likely tokens under p or q, the rest pooled as "other"
 
 
 class LosslessError(UserError, ValueError):
@@ -30,9 +31,10 @@ class LosslessError(UserError, ValueError):
 @dataclass(frozen=True)
 class Distributions:
     """p and q for one context, full vocabulary width, float32 on the CPU."""
+
     p: torch.Tensor
     q: torch.Tensor
-    texts: dict[int, str]          # token texts for the most likely ids under p or q
+    texts: dict[int, str]  # token texts for the most likely ids under p or q
     context_tokens: int
     temperature: float
     top_k: int
@@ -44,24 +46,31 @@ class LosslessResult:
     n: int
     seed: int
     resample_residual: bool
-    token_ids: tuple[int, ...]     # shown tokens (the last bar, id -1, pools all others)
+    token_ids: tuple[int, ...]  # shown tokens (the last bar, id -1, pools all others)
     token_texts: tuple[str, ...]
-    p: tuple[float, ...]           # exact target probabilities of the shown tokens (+ other)
-    q: tuple[float, ...]           # exact draft probabilities
-    spec_counts: tuple[int, ...]   # speculative samples per shown token (+ other)
+    p: tuple[float, ...]  # exact target probabilities of the shown tokens (+ other)
+    q: tuple[float, ...]  # exact draft probabilities
+    spec_counts: tuple[int, ...]  # speculative samples per shown token (+ other)
     draft_counts: tuple[int, ...]  # samples of the draft alone
-    tv_spec: float                 # TV(empirical speculative, p), over the whole vocabulary
-    tv_draft: float                # TV(empirical draft-alone, p)
-    tv_direct: float               # TV(empirical direct samples of p, p): the sampling-noise floor
-    tv_pq: float                   # exact TV(p, q)
-    acceptance: float              # exact P(accept) = sum_v min(p(v), q(v)) = 1 - TV(p, q)
-    alternatives: int = 0          # further candidates from q after a rejection (recursive rejection sampling)
-    acceptance_any: float = 0.0    # exact P(the draft or one of the alternatives is kept)
+    tv_spec: float  # TV(empirical speculative, p), over the whole vocabulary
+    tv_draft: float  # TV(empirical draft-alone, p)
+    tv_direct: float  # TV(empirical direct samples of p, p): the sampling-noise floor
+    tv_pq: float  # exact TV(p, q)
+    acceptance: float  # exact P(accept) = sum_v min(p(v), q(v)) = 1 - TV(p, q)
+    alternatives: int = 0  # further candidates from q after a rejection (recursive rejection sampling)
+    acceptance_any: float = 0.0  # exact P(the draft or one of the alternatives is kept)
 
 
-def next_token_distributions(pair, prompt: str, config: SpecConfig, *, chat: bool = True,
-                             answer_prefix: str = "", cancel: threading.Event | None = None,
-                             on_wait: Callable[[float], None] | None = None) -> Distributions:
+def next_token_distributions(
+    pair,
+    prompt: str,
+    config: SpecConfig,
+    *,
+    chat: bool = True,
+    answer_prefix: str = "",
+    cancel: threading.Event | None = None,
+    on_wait: Callable[[float], None] | None = None,
+) -> Distributions:
     """One forward of the target and of the draft over the context (prompt [+ the answer so far]),
     holding the device's lock (runs.exclusive) like any run on the shared models. Both rows are over the target's
     ids, as in the engine (engine.vocab_width): q is 0 where the draft has no id, and renormalised over the
@@ -71,7 +80,7 @@ def next_token_distributions(pair, prompt: str, config: SpecConfig, *, chat: boo
         raise LosslessError("greedy decoding (temperature 0) draws nothing: choose a temperature above 0")
     if pair.draft is None:
         raise LosslessError("this pair has no draft model; the experiment needs q from a draft model")
-    ids = encode(pair, prompt, chat, answer=answer_prefix)   # the limits hold for the whole context
+    ids = encode(pair, prompt, chat, answer=answer_prefix)  # the limits hold for the whole context
     width = vocab_width(pair)
     warpers = build_warpers(config)
     with exclusive(pair, cancel, on_wait), torch.inference_mode():
@@ -104,9 +113,14 @@ def kept_probability(p: torch.Tensor, q: torch.Tensor, alternatives: int = 0) ->
     return 1.0 - refused
 
 
-def lossless_experiment(dist: Distributions, n: int = 50_000, seed: int = 0,
-                        resample_residual: bool = True, shown: int = SHOWN_TOKENS,
-                        alternatives: int = 0) -> LosslessResult:
+def lossless_experiment(
+    dist: Distributions,
+    n: int = 50_000,
+    seed: int = 0,
+    resample_residual: bool = True,
+    shown: int = SHOWN_TOKENS,
+    alternatives: int = 0,
+) -> LosslessResult:
     """n one-token speculative samples, n draft-only samples and n direct samples of p; counts and distances."""
     if n < 1:
         raise LosslessError(f"the number of samples must be at least 1, got {n}")
@@ -128,9 +142,13 @@ def lossless_experiment(dist: Distributions, n: int = 50_000, seed: int = 0,
 
     texts = [dist.texts.get(i, str(i)) for i in order]
     return LosslessResult(
-        n=n, seed=seed, resample_residual=resample_residual,
-        token_ids=tuple(order) + (-1,), token_texts=tuple(texts) + ("(all other tokens)",),
-        p=tuple(max(0.0, v) for v in pick(p, 1.0)), q=tuple(max(0.0, v) for v in pick(q, 1.0)),
+        n=n,
+        seed=seed,
+        resample_residual=resample_residual,
+        token_ids=tuple(order) + (-1,),
+        token_texts=tuple(texts) + ("(all other tokens)",),
+        p=tuple(max(0.0, v) for v in pick(p, 1.0)),
+        q=tuple(max(0.0, v) for v in pick(q, 1.0)),
         spec_counts=tuple(int(round(v)) for v in pick(spec_c.double(), float(n))),
         draft_counts=tuple(int(round(v)) for v in pick(draft_c.double(), float(n))),
         tv_spec=total_variation(spec_c.double() / n, p.double()),
@@ -138,5 +156,6 @@ def lossless_experiment(dist: Distributions, n: int = 50_000, seed: int = 0,
         tv_direct=total_variation(direct_c.double() / n, p.double()),
         tv_pq=total_variation(p.double(), q.double()),
         acceptance=float(torch.minimum(p, q).double().sum()),
-        alternatives=alternatives, acceptance_any=kept_probability(p, q, alternatives),
+        alternatives=alternatives,
+        acceptance_any=kept_probability(p, q, alternatives),
     )

@@ -5,46 +5,57 @@ Device "auto": CUDA in bf16 (accelerate's device_map="auto" over several GPUs or
 fit one), else MPS in fp16, else CPU in fp32 with the draft's Linear layers quantized to int8 (never the
 target's). Remote code runs only on an explicit opt-in. The pair must share one vocabulary.
 """
+
 from __future__ import annotations
 
+import functools
 import os
 import threading
-import warnings
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError
 
 from . import builtin
 from .errors import ModelLoadError
-from .fastpath import prepack_linears, replace_in_threads
+from .fastpath import prepack_linears, quantize_draft  # noqa: F401 - quantize_draft: importable from here too
 from .prefetch import prefetch_files
 from .progress import Progress, relay_tqdm, scaled
+from .sources import (  # noqa: F401 - the loading API, importable from models as before
+    BUILTIN,
+    TRUST_REMOTE_CODE_ENV,
+    Source,
+    call_pretrained,
+    damaged_weights_error,
+    first_line,
+    load_config,
+    load_tokenizer,
+    not_found_error,
+    remote_code_error,
+    resolve_source,
+)
 
-BUILTIN = "builtin"
-TRUST_REMOTE_CODE_ENV = "SPECVIZ_TRUST_REMOTE_CODE"   # "1" is an explicit opt-in, like PairSpec.trust_remote_code
-GPU_HEADROOM = 0.85                                  # share of one GPU's free memory the target may fill
+GPU_HEADROOM = 0.85  # share of one GPU's free memory the target may fill
 
 
 @dataclass(frozen=True)
 class PairSpec:
     target: str = BUILTIN
-    draft: str | None = BUILTIN        # None: no draft model (the n-gram drafter only)
-    device: str = "auto"               # auto | cpu | cuda | cuda:N | mps
-    quantize_draft: bool | None = None # int8 dynamic quantization of the draft's Linear layers; None: on CPU only
+    draft: str | None = BUILTIN  # None: no draft model (the n-gram drafter only)
+    device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
+    quantize_draft: bool | None = None  # int8 dynamic quantization of the draft's Linear layers; None: on CPU only
     trust_remote_code: bool = False
-    prepack_target: bool = True        # float32 CPU target: oneDNN prepacked Linear weights (same math, faster
-                                       # kernels); used by every method, baseline included (specviz.fastpath)
+    prepack_target: bool = True  # float32 CPU target: oneDNN prepacked Linear weights (same math, faster
+    # kernels); used by every method, baseline included (specviz.fastpath)
 
 
 @dataclass
 class ModelPair:
     """Loaded models. Shared between runs and sessions: per-run state never lives here."""
-    target: Any                         # transformers PreTrainedModel (p)
-    draft: Any | None                   # transformers PreTrainedModel (q), or None
+
+    target: Any  # transformers PreTrainedModel (p)
+    draft: Any | None  # transformers PreTrainedModel (q), or None
     tokenizer: Any
     device: torch.device
     dtype: torch.dtype
@@ -80,45 +91,9 @@ class ModelPair:
 
 # ---------------------------------------------------------------- sources
 
-@dataclass(frozen=True)
-class Source:
-    """Where one model comes from, resolved: what from_pretrained gets, and what the UI shows."""
-    role: str                       # "target" | "draft"
-    given: str                      # as the user typed it
-    kind: str                       # builtin | hub | dir | gguf
-    path: str                       # hub id or local directory
-    label: str
-    gguf_file: str | None = None
-
-    def file_kwargs(self) -> dict[str, Any]:
-        return {"gguf_file": self.gguf_file} if self.gguf_file else {}
-
-
-def resolve_source(given: str, role: str) -> Source:
-    """Decide what a model string means: 'builtin', a .gguf file, a local directory, or else a hub id.
-
-    A built-in source gets its path from prepare_builtin_sources (converting takes minutes, so it
-    runs after every cheap check of the other source).
-    """
-    if given == BUILTIN:
-        name = (builtin.TARGET if role == "target" else builtin.DRAFT).name
-        return Source(role, given, "builtin", "", name)
-    path = Path(given).expanduser()
-    if path.suffix.lower() == ".gguf":
-        if not path.is_file():
-            raise ModelLoadError(f"The {role} GGUF file {given} does not exist.")
-        return Source(role, given, "gguf", str(path.parent), path.name, gguf_file=path.name)
-    if path.is_dir():
-        return Source(role, given, "dir", str(path), given)
-    if path.exists():
-        raise ModelLoadError(f"The {role} model {given} is a file: give a model directory, a .gguf file, "
-                             f"a Hugging Face hub id or 'builtin'.")
-    if given.startswith(("/", "./", "../", "~", ".\\")) or "\\" in given:
-        raise ModelLoadError(f"The {role} model directory {given} does not exist.")
-    return Source(role, given, "hub", given, given)
-
 
 # ---------------------------------------------------------------- device, dtype, quantization
+
 
 def resolve_device(name: str) -> torch.device:
     """auto: the first CUDA GPU, else Apple's MPS, else the CPU. An explicit device must exist."""
@@ -159,39 +134,11 @@ def resolve_quantize(flag: bool | None, device: torch.device) -> bool:
     if flag is None:
         return device.type == "cpu"
     if flag and device.type != "cpu":
-        raise ModelLoadError(f"int8 dynamic quantization of the draft runs on the CPU only, not on {device}: "
-                             f"turn it off or use device cpu.")
+        raise ModelLoadError(
+            f"int8 dynamic quantization of the draft runs on the CPU only, not on {device}: "
+            f"turn it off or use device cpu."
+        )
     return flag
-
-
-def quantize_draft(model: Any) -> Any:
-    """int8 weights, prepacked for fbgemm: on CPU the draft's Linear layers cost several times less per token.
-
-    The same result as torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8), faster:
-    layers are quantized in parallel threads (torch releases the GIL), and no throwaway zero weight is packed
-    per layer (see docs/DESIGN.md, "Loading: quantizing the draft").
-    """
-    linears = [(name, module) for name, module in model.named_modules() if type(module) is torch.nn.Linear]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # torch marks eager-mode quantization deprecated; torchao is not installed
-        replace_in_threads(model, linears, quantize_linear)
-    return model
-
-
-def quantize_linear(linear: torch.nn.Linear) -> torch.nn.Module:
-    """One Linear as quantize_dynamic converts it: per-tensor symmetric qint8 weight, float bias."""
-    from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
-    from torch.ao.quantization.qconfig import default_dynamic_qconfig
-
-    observer = default_dynamic_qconfig.weight()
-    observer(linear.weight)
-    scale, zero_point = observer.calculate_qparams()
-    weight = torch.quantize_per_tensor(linear.weight.detach().float(), float(scale), int(zero_point), torch.qint8)
-    # a 1x1 placeholder: the constructor would otherwise quantize and prepack a zero (out x in) weight
-    module = DynamicLinear(1, 1, bias_=linear.bias is not None, dtype=torch.qint8)
-    module.set_weight_bias(weight, None if linear.bias is None else linear.bias.detach())
-    module.in_features, module.out_features = linear.in_features, linear.out_features
-    return module
 
 
 def model_bytes(config: Any, dtype: torch.dtype, allow_code: bool) -> int:
@@ -207,7 +154,7 @@ def model_bytes(config: Any, dtype: torch.dtype, allow_code: bool) -> int:
 def shard_target(requested: str, device: torch.device, config: Any, dtype: torch.dtype, allow_code: bool) -> bool:
     """accelerate's device_map="auto" when there are several GPUs, or when the target does not fit one."""
     if device.type != "cuda" or requested not in ("auto", "cuda"):
-        return False                    # an explicit cuda:N pins the model there
+        return False  # an explicit cuda:N pins the model there
     if torch.cuda.device_count() > 1:
         return True
     free, _total = torch.cuda.mem_get_info(device)
@@ -216,103 +163,21 @@ def shard_target(requested: str, device: torch.device, config: Any, dtype: torch
 
 # ---------------------------------------------------------------- from_pretrained with clear errors
 
+
 def allow_remote_code(spec: PairSpec) -> bool:
     """Off unless the user opts in: the PairSpec flag or SPECVIZ_TRUST_REMOTE_CODE=1."""
     opt_in = os.environ.get(TRUST_REMOTE_CODE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
     return spec.trust_remote_code or opt_in
 
 
-def hub_offline() -> bool:
-    from huggingface_hub import constants
-    return bool(constants.HF_HUB_OFFLINE)
-
-
-def call_pretrained(source: Source, loader: Callable[..., Any]) -> Any:
-    """Run one from_pretrained-like loader; turn what a user can cause into a ModelLoadError.
-
-    Hub ids try the local cache first: a cached model then loads without a network round trip
-    (with no network, retries cost tens of seconds before failing: see docs/DESIGN.md, "Loading: hub ids").
-    """
-    try:
-        if source.kind != "hub":
-            return loader()
-        try:
-            return loader(local_files_only=True)
-        except OSError:
-            if hub_offline():
-                raise
-        return loader()
-    except ValueError as exc:
-        if "trust_remote_code" in str(exc):
-            raise remote_code_error(source) from None
-        raise ModelLoadError(f"The {source.role} model {source.given} could not be loaded: {first_line(exc)}") from exc
-    except OSError as exc:
-        raise not_found_error(source, exc) from exc
-    except SafetensorError as exc:
-        raise damaged_weights_error(source, exc) from None
-
-
-def damaged_weights_error(source: Source, exc: Exception) -> ModelLoadError:
-    """A safetensors file that is not one (truncated by a full disk or an interrupted copy, overwritten)."""
-    detail = first_line(exc)
-    if source.kind == "builtin":
-        return ModelLoadError(f"The built-in {source.role} model's converted weights in {source.path} are damaged "
-                              f"({detail}): delete that folder and run python -m specviz prepare again.")
-    return ModelLoadError(f"The {source.role} model {source.given} has a damaged safetensors file ({detail}): "
-                          f"save or download the model again.")
-
-
-def remote_code_error(source: Source) -> ModelLoadError:
-    return ModelLoadError(
-        f"The {source.role} model {source.given} needs custom code from its repository (trust_remote_code), "
-        f"which specviz does not run unless asked. If you trust that code, set the environment variable "
-        f"{TRUST_REMOTE_CODE_ENV}=1 (or PairSpec(trust_remote_code=True)) and load again.")
-
-
-def not_found_error(source: Source, exc: OSError) -> ModelLoadError:
-    from huggingface_hub import constants
-    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
-
-    role, given = source.role, source.given
-    if source.kind != "hub":
-        return ModelLoadError(f"The {role} model in {given} could not be loaded: {first_line(exc)}")
-    if isinstance(exc, GatedRepoError):
-        return ModelLoadError(f"The {role} model '{given}' is gated on the Hugging Face hub: accept its license "
-                              f"on huggingface.co and log in (hf auth login, or HF_TOKEN), then load again.")
-    if isinstance(exc, RepositoryNotFoundError):
-        return ModelLoadError(f"The {role} model id '{given}' was not found on the Hugging Face hub "
-                              f"(check the spelling; private models need a login).")
-    offline = " (offline mode is on: HF_HUB_OFFLINE=1)" if hub_offline() else ""
-    return ModelLoadError(
-        f"The {role} model id '{given}' was not found: it is not a local path and not in the Hugging Face "
-        f"cache ({constants.HF_HUB_CACHE}); downloading it needs network access{offline}. Use the built-in "
-        f"pair, a local model directory or a .gguf file, or connect and load again.")
-
-
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def load_config(source: Source, allow_code: bool) -> Any:
-    from transformers import AutoConfig
-    return call_pretrained(source, lambda **kw: AutoConfig.from_pretrained(
-        source.path, trust_remote_code=allow_code, **source.file_kwargs(), **kw))
-
-
-def load_tokenizer(source: Source, allow_code: bool) -> Any:
-    from transformers import AutoTokenizer
-    return call_pretrained(source, lambda **kw: AutoTokenizer.from_pretrained(
-        source.path, trust_remote_code=allow_code, **source.file_kwargs(), **kw))
-
-
-def load_model(source: Source, config: Any | None, device: torch.device, dtype: torch.dtype,
-               allow_code: bool, shard: bool) -> Any:
+def load_model(
+    source: Source, config: Any | None, device: torch.device, dtype: torch.dtype, allow_code: bool, shard: bool
+) -> Any:
     """from_pretrained straight onto the device (no CPU copy first); sharded by accelerate if asked."""
     from transformers import AutoModelForCausalLM, GgufConfig
 
     kwargs: dict[str, Any] = {"dtype": dtype, "trust_remote_code": allow_code, **source.file_kwargs()}
-    if source.gguf_file:    # a dense model, as for the built-in pair (kernels could keep GGUF blocks otherwise)
+    if source.gguf_file:  # a dense model, as for the built-in pair (kernels could keep GGUF blocks otherwise)
         kwargs["quantization_config"] = GgufConfig(dequantize=True)
     elif config is not None:
         kwargs["config"] = config
@@ -320,15 +185,22 @@ def load_model(source: Source, config: Any | None, device: torch.device, dtype: 
         kwargs["device_map"] = "auto"
     elif device.type != "cpu":
         kwargs["device_map"] = {"": device}
-    with relay_tqdm(lambda fraction: None):     # no console bars over the caller's own progress display
+    with relay_tqdm(lambda fraction: None):  # no console bars over the caller's own progress display
         model = call_pretrained(source, lambda **kw: AutoModelForCausalLM.from_pretrained(source.path, **kwargs, **kw))
     return model.eval()
 
 
 # ---------------------------------------------------------------- checks
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
-                   "vocab.json", "merges.txt", "tokenizer.model")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
+)
 
 
 def has_own_tokenizer(source: Source) -> bool:
@@ -360,15 +232,18 @@ def check_vocab(target_tokenizer: Any, draft_tokenizer: Any, target: Source, dra
         detail += f", {sum(q_vocab.get(t) != i for t, i in p_vocab.items())} of them with other ids"
     raise ModelLoadError(
         f"The target {target.label} and the draft {draft.label} do not share a vocabulary ({detail}): "
-        f"speculative decoding needs a draft from the same model family, with the same tokenizer.")
+        f"speculative decoding needs a draft from the same model family, with the same tokenizer."
+    )
 
 
 def check_width(config: Any, tokenizer: Any, source: Source) -> None:
     """Every token the tokenizer can produce must have an embedding row (heads may be padded wider)."""
     rows = getattr(config.get_text_config(), "vocab_size", None)
     if rows is not None and rows < len(tokenizer):
-        raise ModelLoadError(f"The {source.role} model {source.label} has {rows} embedding rows, fewer than the "
-                             f"{len(tokenizer)} tokens of the pair's tokenizer: it cannot read every token.")
+        raise ModelLoadError(
+            f"The {source.role} model {source.label} has {rows} embedding rows, fewer than the "
+            f"{len(tokenizer)} tokens of the pair's tokenizer: it cannot read every token."
+        )
 
 
 def warm_up(model: Any, device: torch.device) -> None:
@@ -392,6 +267,7 @@ def set_pad_token(model: Any, tokenizer: Any) -> None:
 
 # ---------------------------------------------------------------- load_pair
 
+
 def load_pair(spec: PairSpec, progress: Progress | None = None) -> ModelPair:
     """Load target p (and draft q unless spec.draft is None) with a shared tokenizer; see the module docstring.
 
@@ -408,27 +284,38 @@ def load_pair(spec: PairSpec, progress: Progress | None = None) -> ModelPair:
     report("reading configs and tokenizers", 0.02)
     # a GGUF's config is slow to read: on CPU it is not needed ahead of the weights
     # (docs/DESIGN.md, "Loading: GGUF configs")
-    configs = {s.role: load_config(s, allow_code) for s in (target, draft)
-               if s is not None and (s.gguf_file is None or device.type == "cuda")}
+    configs = {
+        s.role: load_config(s, allow_code)
+        for s in (target, draft)
+        if s is not None and (s.gguf_file is None or device.type == "cuda")
+    }
     tokenizer = pair_tokenizer(target, draft, configs, allow_code)
-    prefetch_weights([s for s in (draft, target) if s is not None])   # the order they are first read in full
+    prefetch_weights([s for s in (draft, target) if s is not None])  # the order they are first read in full
 
     shard = "target" in configs and shard_target(spec.device, device, configs["target"], dtype, allow_code)
     draft_model = None
-    if draft is not None and not shard:     # first: the prefetch reads its weights first, and quantizing it can
+    load_the_draft = functools.partial(
+        load_draft,
+        draft,
+        configs.get("draft"),
+        dtype=dtype,
+        allow_code=allow_code,
+        quantize=quantize,
+        tokenizer=tokenizer,
+        report=report,
+    )
+    if draft is not None and not shard:  # first: the prefetch reads its weights first, and quantizing it can
         report(f"loading the draft {draft.label}", 0.3)  # overlap the reading of the target's
-        draft_model = load_draft(draft, configs.get("draft"), device=device, dtype=dtype, allow_code=allow_code,
-                                 quantize=quantize, tokenizer=tokenizer, report=report)
+        draft_model = load_the_draft(device=device)
     report(f"loading the target {target.label}", 0.45)
     target_model = load_model(target, configs.get("target"), device, dtype, allow_code, shard)
     check_width(target_model.config, tokenizer, target)
     set_pad_token(target_model, tokenizer)
-    if shard:               # inputs go where the embedding is, and the draft with them
+    if shard:  # inputs go where the embedding is, and the draft with them
         device = target_model.get_input_embeddings().weight.device
         if draft is not None:
             report(f"loading the draft {draft.label}", 0.55)
-            draft_model = load_draft(draft, configs.get("draft"), device=device, dtype=dtype, allow_code=allow_code,
-                                     quantize=quantize, tokenizer=tokenizer, report=report)
+            draft_model = load_the_draft(device=device)
     prepacked = 0
     if spec.prepack_target and not shard:
         report("prepacking the target's weights for oneDNN", 0.65)
@@ -439,15 +326,41 @@ def load_pair(spec: PairSpec, progress: Progress | None = None) -> ModelPair:
             warm_up(model, device)
     report("models loaded", 1.0)
 
-    names = {"target": target.label, "draft": draft.label if draft is not None else "none (n-gram drafter)",
-             "device": f"{device} (device_map=auto)" if shard else str(device),
-             "dtype": str(dtype).removeprefix("torch."), "draft_quantized": "int8" if quantize else "no",
-             "target_kernels": "oneDNN prepacked" if prepacked else "default"}
+    names = pair_names(target, draft, device=device, dtype=dtype, shard=shard, quantized=quantize, prepacked=prepacked)
     return ModelPair(target_model, draft_model, tokenizer, device, dtype, spec, names)
 
 
-def load_draft(draft: Source, config: Any | None, device: torch.device, dtype: torch.dtype, allow_code: bool,
-               quantize: bool, tokenizer: Any, report: Progress) -> Any:
+def pair_names(
+    target: Source,
+    draft: Source | None,
+    *,
+    device: torch.device,
+    dtype: torch.dtype,
+    shard: bool,
+    quantized: bool,
+    prepacked: int,
+) -> dict[str, str]:
+    """What a page and a trace show of the pair: names and how it runs, never the models themselves."""
+    return {
+        "target": target.label,
+        "draft": draft.label if draft is not None else "none (n-gram drafter)",
+        "device": f"{device} (device_map=auto)" if shard else str(device),
+        "dtype": str(dtype).removeprefix("torch."),
+        "draft_quantized": "int8" if quantized else "no",
+        "target_kernels": "oneDNN prepacked" if prepacked else "default",
+    }
+
+
+def load_draft(
+    draft: Source,
+    config: Any | None,
+    device: torch.device,
+    dtype: torch.dtype,
+    allow_code: bool,
+    quantize: bool,
+    tokenizer: Any,
+    report: Progress,
+) -> Any:
     """The draft q, checked against the pair's tokenizer, and its Linear layers quantized to int8 if asked."""
     model = load_model(draft, config, device, dtype, allow_code, shard=False)
     check_width(model.config, tokenizer, draft)
@@ -476,8 +389,9 @@ def pair_tokenizer(target: Source, draft: Source | None, configs: dict[str, Any]
     return tokenizer
 
 
-def prepare_builtin_sources(sources: tuple[Source, Source | None], progress: Progress | None
-                            ) -> tuple[tuple[Source, Source | None], Progress]:
+def prepare_builtin_sources(
+    sources: tuple[Source, Source | None], progress: Progress | None
+) -> tuple[tuple[Source, Source | None], Progress]:
     """Give built-in sources their converted directories, converting first if needed (minutes, once).
 
     Returns the sources and the callback for the rest of the loading: a conversion takes the first

@@ -5,6 +5,7 @@ packing the target touch them, in small scattered reads. madvise(MADV_POPULATE_R
 them front to back with next to no CPU; plain reads do the same where it is missing. For the figures, see
 docs/DESIGN.md, "Loading: prefetching the weights".
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -31,9 +32,9 @@ def _populate(files: list[Path], piece: int) -> None:
             with open(file, "rb", buffering=0) as handle:
                 size = os.fstat(handle.fileno()).st_size
                 if size and not _madvise_populate(handle.fileno(), size, piece):
-                    while handle.read(piece):       # no madvise here: plain reads fill the page cache as well
+                    while handle.read(piece):  # no madvise here: plain reads fill the page cache as well
                         pass
-        except OSError:     # only a warm-up: from_pretrained reports a bad file itself
+        except OSError:  # only a warm-up: from_pretrained reports a bad file itself
             return
 
 
@@ -43,14 +44,13 @@ def _madvise_populate(fd: int, size: int, piece: int) -> bool:
     Through ctypes, which lets go of the GIL during the call (mmap.madvise holds it, and would stall the
     loading thread for as long as the disk takes).
     """
-    madv_populate_read = 22     # linux/mman.h
+    madv_populate_read = 22  # linux/mman.h
     if not sys.platform.startswith("linux"):
         return False
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.mmap.restype = ctypes.c_void_p
-        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                              ctypes.c_long]
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
         libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
         libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
     except (OSError, AttributeError):
@@ -61,7 +61,7 @@ def _madvise_populate(fd: int, size: int, piece: int) -> bool:
     try:
         for start in range(0, size, piece):
             if libc.madvise(address + start, min(piece, size - start), madv_populate_read) != 0:
-                return start > 0    # refused at once: an older kernel (the caller reads instead)
+                return start > 0  # refused at once: an older kernel (the caller reads instead)
         return True
     finally:
         libc.munmap(address, size)
@@ -70,5 +70,5 @@ def _madvise_populate(fd: int, size: int, piece: int) -> bool:
 def physical_memory() -> int:
     try:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):    # not on this platform: assume a small machine
+    except (ValueError, OSError, AttributeError):  # not on this platform: assume a small machine
         return 8 << 30

@@ -3,6 +3,7 @@
 The library code reports through a plain callable; the app draws it as a Streamlit bar, the CLI through
 tqdm on a terminal and as one log line per stage elsewhere (no carriage-return floods in a log file).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -31,6 +32,7 @@ def monotone(progress: Progress | None) -> Progress | None:
     def report(message: str, fraction: float) -> None:
         best[0] = max(best[0], fraction)
         progress(message, best[0])
+
     return report
 
 
@@ -51,8 +53,10 @@ class ConsoleProgress:
         if self.interactive:
             if self.bar is None:
                 from tqdm import tqdm
-                self.bar = tqdm(total=100, file=self.stream, bar_format="{l_bar}{bar:30}| {n:.1f}% [{elapsed}]",
-                                leave=True)
+
+                self.bar = tqdm(
+                    total=100, file=self.stream, bar_format="{l_bar}{bar:30}| {n:.1f}% [{elapsed}]", leave=True
+                )
             self.bar.set_description_str(message[:60], refresh=False)
             self.bar.n = percent
             self.bar.refresh()
@@ -99,8 +103,9 @@ def relay_tqdm(report: Callable[[float], None]) -> Iterator[None]:
 class _Relay:
     """Just enough of tqdm's interface for transformers' loading loops."""
 
-    def __init__(self, report: Callable[[float], None], iterable: Any = None, *args: Any,
-                 total: int | None = None, **kwargs: Any):
+    def __init__(
+        self, report: Callable[[float], None], iterable: Any = None, *args: Any, total: int | None = None, **kwargs: Any
+    ):
         self.report, self.iterable, self.n = report, iterable, 0
         self.total = total if total is not None else (len(iterable) if hasattr(iterable, "__len__") else None)
 
@@ -122,5 +127,3 @@ class _Relay:
 
     def __getattr__(self, name: str) -> Any:
         return lambda *args, **kwargs: None
-
-

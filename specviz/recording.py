@@ -1,6 +1,7 @@
 """What the engine records: a Round (what one round did, tensors included) becomes a RoundEvent of plain
 numbers and text; running Totals become the RunSummary of either generator. Nothing here touches a model.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -25,18 +26,19 @@ class CacheLengths:
 @dataclass(frozen=True)
 class Round:
     """What one draft-and-verify round did."""
-    position: int                 # new tokens committed before the round
-    gamma: int                    # draft length asked for (the schedule's, within the token budget)
+
+    position: int  # new tokens committed before the round
+    gamma: int  # draft length asked for (the schedule's, within the token budget)
     draft: Draft
-    alternatives: list[int]       # candidates for the last drafted position
-    p: torch.Tensor               # target probabilities: p_1..p_{n+1}, then one row after each distinct alternative
+    alternatives: list[int]  # candidates for the last drafted position
+    p: torch.Tensor  # target probabilities: p_1..p_{n+1}, then one row after each distinct alternative
     decision: Decision
-    appended: list[int]           # committed this round: kept drafts and the next token, cut at end of sequence
+    appended: list[int]  # committed this round: kept drafts and the next token, cut at end of sequence
     caches_before: CacheLengths
-    caches_after: CacheLengths    # after the rollback
+    caches_after: CacheLengths  # after the rollback
     draft_seconds: float
     verify_seconds: float
-    started: float                # perf_counter() at the round's start and after its rollback
+    started: float  # perf_counter() at the round's start and after its rollback
     ended: float
 
 
@@ -46,18 +48,27 @@ def round_event(done: Round, *, index: int, elapsed: float, record_top: int, tex
     at = decision.rejection_index if decision.corrected else decision.next_row  # where the next token came from
     corrected = decision.corrected
     return RoundEvent(
-        index=index, position=done.position, gamma=done.gamma, drafted=_drafted(done, text),
-        n_accepted=decision.n_accepted, rejection_index=decision.rejection_index,
+        index=index,
+        position=done.position,
+        gamma=done.gamma,
+        drafted=_drafted(done, text),
+        n_accepted=decision.n_accepted,
+        rejection_index=decision.rejection_index,
         next_token=TokenProb(decision.next_token, text(decision.next_token), decision.next_prob),
         next_source="resampled" if corrected else "bonus",
         top_p=_top(p[at], record_top, text),
         top_q=_top(draft.q[at], record_top, text) if corrected and draft.q is not None else (),
         top_residual=_top(decision.residual_row, record_top, text) if corrected else (),
         appended=tuple(done.appended),
-        target_cache_before=done.caches_before.target, target_cache_after=done.caches_after.target,
-        draft_cache_before=done.caches_before.draft, draft_cache_after=done.caches_after.draft,
-        draft_seconds=done.draft_seconds, verify_seconds=done.verify_seconds, draft_forwards=draft.forwards,
-        elapsed=elapsed, alternatives=_branch(done, text),
+        target_cache_before=done.caches_before.target,
+        target_cache_after=done.caches_after.target,
+        draft_cache_before=done.caches_before.draft,
+        draft_cache_after=done.caches_after.draft,
+        draft_seconds=done.draft_seconds,
+        verify_seconds=done.verify_seconds,
+        draft_forwards=draft.forwards,
+        elapsed=elapsed,
+        alternatives=_branch(done, text),
     )
 
 
@@ -72,11 +83,18 @@ def _drafted(done: Round, text: TokenText) -> tuple[DraftedToken, ...]:
     rejection = decision.rejection_index if decision.rejection_index is not None else len(ids)
     lookahead = done.draft.from_lookahead
     return tuple(
-        DraftedToken(token, text(token), q_of_d[i], p_of_d[i], decision.ratios[i],
-                     decision.u[i] if i < len(decision.u) else None,
-                     "accepted" if i < rejection else ("rejected" if i == rejection else "unchecked"),
-                     i < len(lookahead) and lookahead[i])
-        for i, token in enumerate(ids))
+        DraftedToken(
+            token,
+            text(token),
+            q_of_d[i],
+            p_of_d[i],
+            decision.ratios[i],
+            decision.u[i] if i < len(decision.u) else None,
+            "accepted" if i < rejection else ("rejected" if i == rejection else "unchecked"),
+            i < len(lookahead) and lookahead[i],
+        )
+        for i, token in enumerate(ids)
+    )
 
 
 def _branch(done: Round, text: TokenText) -> tuple[DraftedToken, ...]:
@@ -85,12 +103,18 @@ def _branch(done: Round, text: TokenText) -> tuple[DraftedToken, ...]:
     branch = []
     for m, token in enumerate(done.alternatives):
         checked = m < len(decision.alternative_ratios)
-        ratio = (decision.alternative_ratios[m] if checked
-                 else float(acceptance_ratio(p_last[token], q[-1, token])))
-        branch.append(DraftedToken(
-            token, text(token), float(q[-1, token]), float(p_last[token]), ratio,
-            decision.alternative_u[m] if checked else None,
-            "unchecked" if not checked else ("accepted" if m == decision.alternative else "rejected")))
+        ratio = decision.alternative_ratios[m] if checked else float(acceptance_ratio(p_last[token], q[-1, token]))
+        branch.append(
+            DraftedToken(
+                token,
+                text(token),
+                float(q[-1, token]),
+                float(p_last[token]),
+                ratio,
+                decision.alternative_u[m] if checked else None,
+                "unchecked" if not checked else ("accepted" if m == decision.alternative else "rejected"),
+            )
+        )
     return tuple(branch)
 
 
@@ -103,8 +127,9 @@ def _top(probs: torch.Tensor, k: int, text: TokenText) -> tuple[TokenProb, ...]:
 @dataclass
 class Totals:
     """A run's running totals, from its events; summary() makes the RunSummary of either generator."""
+
     method: Method
-    rounds: int = 0               # rounds (speculative) or steps (autoregressive)
+    rounds: int = 0  # rounds (speculative) or steps (autoregressive)
     drafted: int = 0
     accepted: int = 0
     draft_seconds: float = 0.0
@@ -122,17 +147,26 @@ class Totals:
             self.draft_forwards += event.draft_forwards
             self.bookkeeping_seconds += event.bookkeeping_seconds
 
-    def summary(self, *, token_ids: list[int], text: str, seconds: float, prefill_seconds: float,
-                finish: FinishReason) -> RunSummary:
+    def summary(
+        self, *, token_ids: list[int], text: str, seconds: float, prefill_seconds: float, finish: FinishReason
+    ) -> RunSummary:
         decode_seconds = seconds - prefill_seconds
         return RunSummary(
-            method=self.method, token_ids=tuple(token_ids), text=text, new_tokens=len(token_ids),
-            rounds=self.rounds, drafted=self.drafted, accepted=self.accepted,
+            method=self.method,
+            token_ids=tuple(token_ids),
+            text=text,
+            new_tokens=len(token_ids),
+            rounds=self.rounds,
+            drafted=self.drafted,
+            accepted=self.accepted,
             acceptance_rate=self.accepted / self.drafted if self.drafted else 0.0,
             mean_accepted_per_round=self.accepted / self.rounds if self.rounds else 0.0,
-            seconds=seconds, prefill_seconds=prefill_seconds,
-            tokens_per_second=decode_rate(len(token_ids), decode_seconds), finish_reason=finish,
-            draft_seconds=self.draft_seconds, draft_forwards=self.draft_forwards,
+            seconds=seconds,
+            prefill_seconds=prefill_seconds,
+            tokens_per_second=decode_rate(len(token_ids), decode_seconds),
+            finish_reason=finish,
+            draft_seconds=self.draft_seconds,
+            draft_forwards=self.draft_forwards,
             # the baseline has one phase: all its decoding time is the target's
             verify_seconds=self.verify_seconds if self.method == "speculative" else decode_seconds,
             bookkeeping_seconds=self.bookkeeping_seconds,

@@ -2,6 +2,7 @@
 
 The CLI and the app both call this; pages pass `on_event` to render rounds as they arrive.
 """
+
 from __future__ import annotations
 
 import threading
@@ -43,8 +44,9 @@ def check_length(prompt: str, answer: str = "") -> None:
         except UnicodeEncodeError as exc:
             code = ord(text[exc.start])
             what = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"a lone surrogate U+{code:04X}"
-            raise PromptError(f"the {name} is not valid UTF-8 text: {what} at character {exc.start + 1}; "
-                              f"pass it as UTF-8") from None
+            raise PromptError(
+                f"the {name} is not valid UTF-8 text: {what} at character {exc.start + 1}; pass it as UTF-8"
+            ) from None
 
 
 def encode(pair, prompt: str, chat: bool = True, answer: str = "") -> list[int]:
@@ -69,7 +71,7 @@ _DEVICE_LOCKS_GUARD = threading.Lock()
 
 
 def device_key(device) -> str:
-    """"cpu", "cuda:0", "mps": one name per processor (a CUDA device without an index is GPU 0)."""
+    """ "cpu", "cuda:0", "mps": one name per processor (a CUDA device without an index is GPU 0)."""
     device = torch.device(device)
     if device.type == "cpu":
         return "cpu"
@@ -85,8 +87,9 @@ def device_lock(device) -> threading.Lock:
 
 
 @contextmanager
-def exclusive(pair, cancel: threading.Event | None = None,
-              on_wait: Callable[[float], None] | None = None) -> Iterator[None]:
+def exclusive(
+    pair, cancel: threading.Event | None = None, on_wait: Callable[[float], None] | None = None
+) -> Iterator[None]:
     """Hold the lock of the pair's device for a whole run: runs on one device never overlap, whatever their
     pair, so every timing is honest and no two runs share a processor.
 
@@ -117,9 +120,18 @@ def _drain(events, on_event: Callable[[Event], None] | None) -> tuple[list, RunS
     raise RuntimeError("the run ended without a summary")
 
 
-def run_trace(pair, prompt: str, config: SpecConfig, *, chat: bool = True, baseline: bool = False,
-              cancel: threading.Event | None = None, on_event: Callable[[Event], None] | None = None,
-              prompt_ids: list[int] | None = None, on_wait: Callable[[float], None] | None = None) -> Trace:
+def run_trace(
+    pair,
+    prompt: str,
+    config: SpecConfig,
+    *,
+    chat: bool = True,
+    baseline: bool = False,
+    cancel: threading.Event | None = None,
+    on_event: Callable[[Event], None] | None = None,
+    prompt_ids: list[int] | None = None,
+    on_wait: Callable[[float], None] | None = None,
+) -> Trace:
     """Speculative run, then (if baseline) the target alone on the same prompt, one after the other,
     holding the device's lock throughout."""
     config.validate()
@@ -132,9 +144,16 @@ def run_trace(pair, prompt: str, config: SpecConfig, *, chat: bool = True, basel
             tokens, base_summary = _drain(autoregressive_generate(pair, ids, config, cancel), on_event)
     # The vocabulary goes along so that a loader can bound every id in the file (trace_check.vocab_size).
     names = {**pair.names, "vocab_size": str(vocab_width(pair))}
-    return Trace(config=config, pair=names, prompt=prompt, prompt_ids=tuple(ids),
-                 rounds=tuple(r for r in rounds if isinstance(r, RoundEvent)), summary=summary,
-                 baseline=tuple(tokens), baseline_summary=base_summary)
+    return Trace(
+        config=config,
+        pair=names,
+        prompt=prompt,
+        prompt_ids=tuple(ids),
+        rounds=tuple(r for r in rounds if isinstance(r, RoundEvent)),
+        summary=summary,
+        baseline=tuple(tokens),
+        baseline_summary=base_summary,
+    )
 
 
 def speedup(trace: Trace) -> float | None:

@@ -4,6 +4,7 @@ The same transform (temperature, top-k, top-p: transformers' own logits warpers)
 target's logits (p) and the draft's (q). Speculative sampling then returns tokens distributed
 exactly as the transformed p (Leviathan et al. 2023, Chen et al. 2023).
 """
+
 from __future__ import annotations
 
 import torch

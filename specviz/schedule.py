@@ -7,6 +7,7 @@
 
 Each schedule answers next() before a round and learns from the round's RoundCost after it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,18 +15,19 @@ from typing import Protocol
 
 from .config import SpecConfig
 
-AUTO_CONFIDENCE = 0.7   # the auto schedule's draft-confidence stop when the config leaves it at 0
+AUTO_CONFIDENCE = 0.7  # the auto schedule's draft-confidence stop when the config leaves it at 0
 
 
 @dataclass(frozen=True)
 class RoundCost:
     """What a schedule learns from one round."""
-    drafted: int                # tokens drafted
-    chain_accepted: int         # drafted tokens accepted in their own place (a kept alternative not counted)
-    committed: int              # tokens the round committed
-    seconds: float              # the round's wall time: draft, verify, bookkeeping
-    verify_seconds: float       # the target's verify forward
-    with_prompt: bool = False   # the round also processed the prompt (fuse_prompt): not a fair timing
+
+    drafted: int  # tokens drafted
+    chain_accepted: int  # drafted tokens accepted in their own place (a kept alternative not counted)
+    committed: int  # tokens the round committed
+    seconds: float  # the round's wall time: draft, verify, bookkeeping
+    verify_seconds: float  # the target's verify forward
+    with_prompt: bool = False  # the round also processed the prompt (fuse_prompt): not a fair timing
 
 
 class Schedule(Protocol):
@@ -77,6 +79,7 @@ class AutoSchedule:
     Why this rule and not Leviathan's i.i.d. optimum or a cumulative-confidence stop: see docs/DESIGN.md,
     "The auto schedule".
     """
+
     DISCOUNT = 0.9
     PLAIN_DISCOUNT = 0.9
     PRIOR_TOKENS = 2.0
@@ -86,9 +89,9 @@ class AutoSchedule:
 
     def __init__(self, config: SpecConfig):
         self.gamma_max = config.gamma_max
-        self.tokens = 0.0                       # T: discounted tokens of speculative rounds
-        self.seconds = 0.0                      # S: their discounted seconds
-        self.plain_seconds: float | None = None # t_plain, measured
+        self.tokens = 0.0  # T: discounted tokens of speculative rounds
+        self.seconds = 0.0  # S: their discounted seconds
+        self.plain_seconds: float | None = None  # t_plain, measured
         self.shortest_verify: float | None = None
 
     def t_plain(self) -> float | None:
@@ -104,21 +107,31 @@ class AutoSchedule:
             return self.gamma_max
         spec, plain = self.rates()
         if self.plain_seconds is None and spec < self.CLEAR_LEAD * plain:
-            return 0                            # time one plain step (once: then plain_seconds is known)
+            return 0  # time one plain step (once: then plain_seconds is known)
         return self.gamma_max if spec >= plain else 0
 
     def learn(self, cost: RoundCost) -> None:
-        self.observe(cost.drafted, cost.committed, cost.seconds, with_prompt=cost.with_prompt,
-                     verify_seconds=cost.verify_seconds)
+        self.observe(
+            cost.drafted, cost.committed, cost.seconds, with_prompt=cost.with_prompt, verify_seconds=cost.verify_seconds
+        )
 
-    def observe(self, drafted: int, committed: int, seconds: float, with_prompt: bool = False,
-                verify_seconds: float | None = None) -> None:
+    def observe(
+        self,
+        drafted: int,
+        committed: int,
+        seconds: float,
+        with_prompt: bool = False,
+        verify_seconds: float | None = None,
+    ) -> None:
         if with_prompt:
             return
         if drafted == 0:
             step = seconds / max(committed, 1)
-            self.plain_seconds = step if self.plain_seconds is None else (
-                self.PLAIN_EMA * self.plain_seconds + (1 - self.PLAIN_EMA) * step)
+            self.plain_seconds = (
+                step
+                if self.plain_seconds is None
+                else (self.PLAIN_EMA * self.plain_seconds + (1 - self.PLAIN_EMA) * step)
+            )
             self.tokens *= self.PLAIN_DISCOUNT
             self.seconds *= self.PLAIN_DISCOUNT
             return

@@ -3,6 +3,7 @@
 a = acceptance rate (probability that one drafted token is accepted, assumed i.i.d.),
 g = gamma (draft length), c = cost ratio (one draft step / one target step).
 """
+
 from __future__ import annotations
 
 import json
@@ -50,7 +51,7 @@ def acceptance_from_mean_accepted(mean_accepted: float, g: int) -> float:
     low, high = 0.0, 1.0
     for _ in range(60):
         mid = (low + high) / 2
-        if mid * (1 - mid ** g) / (1 - mid) < mean_accepted:
+        if mid * (1 - mid**g) / (1 - mid) < mean_accepted:
             low = mid
         else:
             high = mid
@@ -65,8 +66,9 @@ def measured_speedup(a: float, g: int, curve: dict) -> float:
     """measured_speedup_prediction with the times of a verify-cost curve (assets/verify_curve_<device>.json,
     written by `python -m specviz bench`): t_target = its one-token time, t_draft = its draft step,
     t_verify(g) = its time for g+1 tokens (extended linearly past its last g)."""
-    return measured_speedup_prediction(a, g, curve["target_step_seconds"], curve["draft_step_seconds"],
-                                       curve_time(curve, g))
+    return measured_speedup_prediction(
+        a, g, curve["target_step_seconds"], curve["draft_step_seconds"], curve_time(curve, g)
+    )
 
 
 def measured_speedup_curve(a: float, curve: dict, gammas: Sequence[int]) -> list[float]:
@@ -118,7 +120,12 @@ def load_verify_curve(path: str | os.PathLike[str]) -> dict | None:
         return None
     times = data.get("target_seconds")
     draft = data.get("draft_step_seconds")
-    if (not isinstance(times, list) or not times or not all(_positive(t) for t in times)
-            or not _positive(data.get("target_step_seconds")) or not (draft is None or _positive(draft))):
+    if (
+        not isinstance(times, list)
+        or not times
+        or not all(_positive(t) for t in times)
+        or not _positive(data.get("target_step_seconds"))
+        or not (draft is None or _positive(draft))
+    ):
         return None
     return data

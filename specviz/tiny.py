@@ -3,6 +3,7 @@
 The draft is the target with noise added to its weights, so that acceptance is neither 0 nor 1.
 The character-level tokenizer covers printable ASCII, so app tests can type real prompts.
 """
+
 from __future__ import annotations
 
 import string
@@ -33,9 +34,17 @@ def char_tokenizer(alphabet: str = PRINTABLE) -> PreTrainedTokenizerFast:
 def tiny_model(vocab_size: int, seed: int, hidden: int = 32, layers: int = 2, spread: float = 0.2) -> Qwen2ForCausalLM:
     """A random Qwen2; a large initializer range makes its next-token distributions peaked, not uniform."""
     config = Qwen2Config(
-        vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
-        initializer_range=spread, tie_word_embeddings=False, eos_token_id=None, pad_token_id=0,
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        initializer_range=spread,
+        tie_word_embeddings=False,
+        eos_token_id=None,
+        pad_token_id=0,
     )
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config).eval()
@@ -62,10 +71,16 @@ def tiny_pair(alphabet: str = PRINTABLE, seed: int = 0, noise: float = 0.05) -> 
     size = len(tokenizer)
     target = tiny_model(size, seed)
     draft = noisy_copy(target, noise, seed + 1)
-    names = {"target": f"tiny-random-{size}", "draft": f"tiny-random-{size}+noise{noise}",
-             "device": "cpu", "dtype": "float32", "draft_quantized": "no"}
-    return ModelPair(target, draft, tokenizer, torch.device("cpu"), torch.float32,
-                     PairSpec(target="tiny", draft="tiny"), names)
+    names = {
+        "target": f"tiny-random-{size}",
+        "draft": f"tiny-random-{size}+noise{noise}",
+        "device": "cpu",
+        "dtype": "float32",
+        "draft_quantized": "no",
+    }
+    return ModelPair(
+        target, draft, tokenizer, torch.device("cpu"), torch.float32, PairSpec(target="tiny", draft="tiny"), names
+    )
 
 
 def eos_tokenizer(symbols: str) -> PreTrainedTokenizerFast:
@@ -85,8 +100,16 @@ def save_tiny(folder: Path, symbols: str | None, vocab_size: int | None = None, 
     """
     tokenizer = eos_tokenizer(symbols) if symbols is not None else None
     size = vocab_size or len(tokenizer)
-    config = LlamaConfig(vocab_size=size, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                         num_attention_heads=2, num_key_value_heads=1, eos_token_id=0, tie_word_embeddings=False)
+    config = LlamaConfig(
+        vocab_size=size,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        eos_token_id=0,
+        tie_word_embeddings=False,
+    )
     torch.manual_seed(seed)
     LlamaForCausalLM(config).save_pretrained(folder)
     if tokenizer is not None:

@@ -2,6 +2,7 @@
 
 The events themselves are in events.py (re-exported here); trace_check.py holds the readers and checks.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -42,36 +43,95 @@ _SECONDS = Float(0.0, check.MAX_SECONDS)
 _COUNT = Int(0, MAX_NEW_TOKENS_LIMIT * GAMMA_LIMIT)
 _TOKEN = Record(TokenProb, {"id": _ID, "text": Str(check.MAX_TOKEN_CHARS), "prob": _PROB})
 _TOP = Many(_TOKEN, check.MAX_TOP)
-_DRAFTED = Record(DraftedToken, {
-    "id": _ID, "text": Str(check.MAX_TOKEN_CHARS), "q": _PROB, "p": _PROB, "ratio": _UNIT, "u": Optional(_UNIT),
-    "verdict": Choice(get_args(Verdict)), "from_lookahead": Bool()})
+_DRAFTED = Record(
+    DraftedToken,
+    {
+        "id": _ID,
+        "text": Str(check.MAX_TOKEN_CHARS),
+        "q": _PROB,
+        "p": _PROB,
+        "ratio": _UNIT,
+        "u": Optional(_UNIT),
+        "verdict": Choice(get_args(Verdict)),
+        "from_lookahead": Bool(),
+    },
+)
 _CACHE = Int(0, check.MAX_CACHE)
-_ROUND = Record(RoundEvent, {
-    "index": Int(0, MAX_NEW_TOKENS_LIMIT - 1), "position": Int(0, MAX_NEW_TOKENS_LIMIT - 1),
-    "gamma": Int(0, GAMMA_LIMIT), "drafted": Many(_DRAFTED, GAMMA_LIMIT), "n_accepted": Int(0, GAMMA_LIMIT),
-    "rejection_index": Optional(Int(0, GAMMA_LIMIT - 1)), "next_token": _TOKEN,
-    "next_source": Choice(get_args(NextSource)), "top_p": _TOP, "top_q": _TOP, "top_residual": _TOP,
-    "appended": Many(_ID, GAMMA_LIMIT + 1, min_len=1), "target_cache_before": _CACHE, "target_cache_after": _CACHE,
-    "draft_cache_before": _CACHE, "draft_cache_after": _CACHE, "draft_seconds": _SECONDS, "verify_seconds": _SECONDS,
-    "draft_forwards": Int(0, GAMMA_LIMIT), "elapsed": _SECONDS, "bookkeeping_seconds": _SECONDS,
-    "alternatives": Many(_DRAFTED, MAX_ALTERNATIVES)})
-_STEP = Record(TokenEvent, {"index": Int(0, MAX_NEW_TOKENS_LIMIT - 1), "token": _TOKEN, "seconds": _SECONDS,
-                            "elapsed": _SECONDS})
-_SUMMARY = Record(RunSummary, {
-    "method": Choice(get_args(Method)), "token_ids": Many(_ID, MAX_NEW_TOKENS_LIMIT), "text": Str(check.MAX_TEXT_CHARS),
-    "new_tokens": Int(0, MAX_NEW_TOKENS_LIMIT), "rounds": Int(0, MAX_NEW_TOKENS_LIMIT), "drafted": _COUNT,
-    "accepted": _COUNT, "acceptance_rate": _UNIT, "mean_accepted_per_round": Float(0.0, GAMMA_LIMIT),
-    "seconds": _SECONDS, "prefill_seconds": _SECONDS, "tokens_per_second": Float(0.0, 1e12),
-    "finish_reason": Choice(get_args(FinishReason)), "draft_seconds": _SECONDS, "verify_seconds": _SECONDS,
-    "draft_forwards": _COUNT, "bookkeeping_seconds": _SECONDS})
+_ROUND = Record(
+    RoundEvent,
+    {
+        "index": Int(0, MAX_NEW_TOKENS_LIMIT - 1),
+        "position": Int(0, MAX_NEW_TOKENS_LIMIT - 1),
+        "gamma": Int(0, GAMMA_LIMIT),
+        "drafted": Many(_DRAFTED, GAMMA_LIMIT),
+        "n_accepted": Int(0, GAMMA_LIMIT),
+        "rejection_index": Optional(Int(0, GAMMA_LIMIT - 1)),
+        "next_token": _TOKEN,
+        "next_source": Choice(get_args(NextSource)),
+        "top_p": _TOP,
+        "top_q": _TOP,
+        "top_residual": _TOP,
+        "appended": Many(_ID, GAMMA_LIMIT + 1, min_len=1),
+        "target_cache_before": _CACHE,
+        "target_cache_after": _CACHE,
+        "draft_cache_before": _CACHE,
+        "draft_cache_after": _CACHE,
+        "draft_seconds": _SECONDS,
+        "verify_seconds": _SECONDS,
+        "draft_forwards": Int(0, GAMMA_LIMIT),
+        "elapsed": _SECONDS,
+        "bookkeeping_seconds": _SECONDS,
+        "alternatives": Many(_DRAFTED, MAX_ALTERNATIVES),
+    },
+)
+_STEP = Record(
+    TokenEvent, {"index": Int(0, MAX_NEW_TOKENS_LIMIT - 1), "token": _TOKEN, "seconds": _SECONDS, "elapsed": _SECONDS}
+)
+_SUMMARY = Record(
+    RunSummary,
+    {
+        "method": Choice(get_args(Method)),
+        "token_ids": Many(_ID, MAX_NEW_TOKENS_LIMIT),
+        "text": Str(check.MAX_TEXT_CHARS),
+        "new_tokens": Int(0, MAX_NEW_TOKENS_LIMIT),
+        "rounds": Int(0, MAX_NEW_TOKENS_LIMIT),
+        "drafted": _COUNT,
+        "accepted": _COUNT,
+        "acceptance_rate": _UNIT,
+        "mean_accepted_per_round": Float(0.0, GAMMA_LIMIT),
+        "seconds": _SECONDS,
+        "prefill_seconds": _SECONDS,
+        "tokens_per_second": Float(0.0, 1e12),
+        "finish_reason": Choice(get_args(FinishReason)),
+        "draft_seconds": _SECONDS,
+        "verify_seconds": _SECONDS,
+        "draft_forwards": _COUNT,
+        "bookkeeping_seconds": _SECONDS,
+    },
+)
 # Settings: typed here, then SpecConfig.validate checks what they mean. Unknown keys are dropped and missing ones
 # keep their defaults (SpecConfig.from_dict), so traces from before a setting existed still load.
-_CONFIG = Record(SpecConfig, {
-    "gamma": Int(1, GAMMA_LIMIT), "schedule": Choice(get_args(Schedule)), "gamma_max": Int(1, GAMMA_LIMIT),
-    "draft_confidence": _UNIT, "temperature": Float(0.0, 1e6), "top_k": Int(0, check.MAX_TOKEN_ID), "top_p": _UNIT,
-    "seed": Int(0, 2**64 - 1), "max_new_tokens": Int(1, MAX_NEW_TOKENS_LIMIT), "drafter": Choice(get_args(DrafterName)),
-    "ngram_size": Int(1, 8), "lookahead": Int(0, GAMMA_LIMIT), "alternatives": Int(0, MAX_ALTERNATIVES),
-    "record_top": Int(0, check.MAX_TOP), "fuse_prompt": Bool()}, lenient=True)
+_CONFIG = Record(
+    SpecConfig,
+    {
+        "gamma": Int(1, GAMMA_LIMIT),
+        "schedule": Choice(get_args(Schedule)),
+        "gamma_max": Int(1, GAMMA_LIMIT),
+        "draft_confidence": _UNIT,
+        "temperature": Float(0.0, 1e6),
+        "top_k": Int(0, check.MAX_TOKEN_ID),
+        "top_p": _UNIT,
+        "seed": Int(0, 2**64 - 1),
+        "max_new_tokens": Int(1, MAX_NEW_TOKENS_LIMIT),
+        "drafter": Choice(get_args(DrafterName)),
+        "ngram_size": Int(1, 8),
+        "lookahead": Int(0, GAMMA_LIMIT),
+        "alternatives": Int(0, MAX_ALTERNATIVES),
+        "record_top": Int(0, check.MAX_TOP),
+        "fuse_prompt": Bool(),
+    },
+    lenient=True,
+)
 
 
 class _Config:
@@ -82,11 +142,20 @@ class _Config:
             raise check.Refused(f"{where}: {exc}") from None
 
 
-_TRACE = Record(Trace, {
-    "config": _Config(), "pair": Names(check.MAX_PAIR_ENTRIES, check.MAX_PAIR_CHARS),
-    "prompt": Str(check.MAX_PROMPT_CHARS), "prompt_ids": Many(_ID, check.MAX_PROMPT_IDS, min_len=1),
-    "rounds": Many(_ROUND, MAX_NEW_TOKENS_LIMIT), "summary": _SUMMARY, "baseline": Many(_STEP, MAX_NEW_TOKENS_LIMIT),
-    "baseline_summary": Optional(_SUMMARY), "note": Str(check.MAX_NOTE_CHARS)})
+_TRACE = Record(
+    Trace,
+    {
+        "config": _Config(),
+        "pair": Names(check.MAX_PAIR_ENTRIES, check.MAX_PAIR_CHARS),
+        "prompt": Str(check.MAX_PROMPT_CHARS),
+        "prompt_ids": Many(_ID, check.MAX_PROMPT_IDS, min_len=1),
+        "rounds": Many(_ROUND, MAX_NEW_TOKENS_LIMIT),
+        "summary": _SUMMARY,
+        "baseline": Many(_STEP, MAX_NEW_TOKENS_LIMIT),
+        "baseline_summary": Optional(_SUMMARY),
+        "note": Str(check.MAX_NOTE_CHARS),
+    },
+)
 
 
 def trace_from_json(text: str | bytes) -> Trace:
@@ -97,10 +166,12 @@ def trace_from_json(text: str | bytes) -> Trace:
     except check.Refused as exc:
         raise TraceError(str(exc)) from None
     if not isinstance(data, dict) or data.get("format") != TRACE_FORMAT:
-        raise TraceError("not a specviz trace: the file has no \"format\": \"specviz-trace\" field")
+        raise TraceError('not a specviz trace: the file has no "format": "specviz-trace" field')
     if type(data.get("version")) is not int or data["version"] != TRACE_VERSION:  # true == 1.0 == 1 in Python
-        raise TraceError(f"trace version {check.show(data.get('version'))} is not supported "
-                         f"(this specviz reads version {TRACE_VERSION})")
+        raise TraceError(
+            f"trace version {check.show(data.get('version'))} is not supported "
+            f"(this specviz reads version {TRACE_VERSION})"
+        )
     body = {k: v for k, v in data.items() if k not in ("format", "version")}
     try:
         trace = _TRACE.read(body, "")

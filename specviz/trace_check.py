@@ -5,6 +5,7 @@ trace.py builds its dataclasses through the kinds below and then calls check_tra
 Refused with a one-line message naming the field, which trace.py re-raises as TraceError. Why each rule
 and cap: see docs/DESIGN.md, "Trace files".
 """
+
 from __future__ import annotations
 
 import json
@@ -19,20 +20,20 @@ from .events import RoundEvent, RunSummary, Trace
 # Caps: generous for any real run (the engine's own limits, or several times runs.py's), small enough that a
 # view of the largest trace stays cheap.
 MAX_FILE_BYTES = 32 * 2**20
-MAX_JSON_OBJECTS = 1_000_000     # a real trace has at most about 250 000 (1024 rounds of up to 240 records)
-MAX_JSON_ARRAYS = 1_000_000      # counted as '[' bytes, strings included; a real trace has about 7 per round
-MAX_TOKEN_ID = 2**31             # ids are below this, and below pair["vocab_size"] when the file names one
-MAX_PROMPT_IDS = 8192            # runs.MAX_PROMPT_TOKENS is 2048
-MAX_PROMPT_CHARS = 32_000        # runs.MAX_PROMPT_CHARS is 8000
-MAX_TOKEN_CHARS = 1024           # one token's text
-MAX_TEXT_CHARS = MAX_NEW_TOKENS_LIMIT * MAX_TOKEN_CHARS   # a run's decoded text
+MAX_JSON_OBJECTS = 1_000_000  # a real trace has at most about 250 000 (1024 rounds of up to 240 records)
+MAX_JSON_ARRAYS = 1_000_000  # counted as '[' bytes, strings included; a real trace has about 7 per round
+MAX_TOKEN_ID = 2**31  # ids are below this, and below pair["vocab_size"] when the file names one
+MAX_PROMPT_IDS = 8192  # runs.MAX_PROMPT_TOKENS is 2048
+MAX_PROMPT_CHARS = 32_000  # runs.MAX_PROMPT_CHARS is 8000
+MAX_TOKEN_CHARS = 1024  # one token's text
+MAX_TEXT_CHARS = MAX_NEW_TOKENS_LIMIT * MAX_TOKEN_CHARS  # a run's decoded text
 MAX_NOTE_CHARS = 4096
-MAX_TOP = RECORD_TOP_LIMIT         # record_top, and so every top-k list
-MAX_SECONDS = 86_400.0           # any time in a trace: a day
+MAX_TOP = RECORD_TOP_LIMIT  # record_top, and so every top-k list
+MAX_SECONDS = 86_400.0  # any time in a trace: a day
 MAX_PAIR_ENTRIES = 32
 MAX_PAIR_CHARS = 1024
 MAX_CACHE = MAX_PROMPT_IDS + MAX_NEW_TOKENS_LIMIT + GAMMA_LIMIT
-PROB_SLACK = 1e-6                # float32 rounding can put a probability a hair above 1
+PROB_SLACK = 1e-6  # float32 rounding can put a probability a hair above 1
 
 
 class Refused(ValueError):
@@ -56,6 +57,7 @@ def show(value: Any) -> str:
 
 # --- parsing ----------------------------------------------------------------------------------------------
 
+
 def _no_constant(name: str) -> Any:
     raise Refused(f"not a usable trace file: {name} is not a number a trace can hold")
 
@@ -64,11 +66,15 @@ def parse_json(data: str | bytes) -> Any:
     """JSON text -> Python values, refusing what could exhaust memory or time, before it is built where it can be:
     a file over MAX_FILE_BYTES, too many objects or arrays, deep nesting, NaN and Infinity, integers too long for
     int() (Python's 4300-digit limit). Every refusal is one Refused."""
-    expect(len(data) <= MAX_FILE_BYTES, f"not a usable trace file: it is over {MAX_FILE_BYTES >> 20} MB, "
-                                        f"the most a trace may hold")
+    expect(
+        len(data) <= MAX_FILE_BYTES,
+        f"not a usable trace file: it is over {MAX_FILE_BYTES >> 20} MB, the most a trace may hold",
+    )
     arrays = data.count(b"[" if isinstance(data, bytes) else "[")
-    expect(arrays <= MAX_JSON_ARRAYS, f"not a usable trace file: it has {arrays} '[' characters; the limit is "
-                                      f"{MAX_JSON_ARRAYS}")
+    expect(
+        arrays <= MAX_JSON_ARRAYS,
+        f"not a usable trace file: it has {arrays} '[' characters; the limit is {MAX_JSON_ARRAYS}",
+    )
     objects = 0
 
     def count(obj: dict) -> dict:
@@ -95,6 +101,7 @@ def parse_json(data: str | bytes) -> Any:
 # not a number), the range, and a container's length before reading its items. They run once per value of a
 # file, so a message is only formatted once a check fails.
 
+
 @dataclass(frozen=True)
 class Int:
     lo: int
@@ -111,7 +118,7 @@ class Int:
 @dataclass(frozen=True)
 class Float:
     lo: float
-    hi: float   # finite: an int within it converts to a float exactly enough
+    hi: float  # finite: an int within it converts to a float exactly enough
 
     def read(self, value: Any, where: str) -> float:
         if type(value) not in (int, float):
@@ -186,6 +193,7 @@ class Many:
 @dataclass(frozen=True)
 class Names:
     """A flat object of short strings (the pair's names)."""
+
     max_entries: int
     max_chars: int
 
@@ -228,6 +236,7 @@ class Record:
 # What every run speculative_generate and autoregressive_generate record satisfies, and nothing more: a file
 # that breaks one of these was not recorded, and the views may rely on them (positions, counts, totals).
 
+
 def check_trace(trace: Trace) -> None:
     vocab = vocab_size(trace.pair)
     for where, ids in _id_lists(trace):
@@ -237,10 +246,20 @@ def check_trace(trace: Trace) -> None:
     _check_steps(rounds, "rounds")
     _check_rounds(trace)
     expect(trace.summary.method == "speculative", f"summary.method must be 'speculative', got {trace.summary.method!r}")
-    counts = (len(rounds), sum(len(r.drafted) for r in rounds), sum(r.n_accepted for r in rounds),
-              sum(r.draft_forwards for r in rounds))
-    _check_totals(trace.summary, "summary", trace.config.max_new_tokens, counts=counts,
-                  appended=[t for r in rounds for t in r.appended], ends=rounds[-1].elapsed if rounds else 0.0)
+    counts = (
+        len(rounds),
+        sum(len(r.drafted) for r in rounds),
+        sum(r.n_accepted for r in rounds),
+        sum(r.draft_forwards for r in rounds),
+    )
+    _check_totals(
+        trace.summary,
+        "summary",
+        trace.config.max_new_tokens,
+        counts=counts,
+        appended=[t for r in rounds for t in r.appended],
+        ends=rounds[-1].elapsed if rounds else 0.0,
+    )
     _check_baseline(trace)
 
 
@@ -249,8 +268,10 @@ def vocab_size(pair: dict[str, str]) -> int:
     stated = pair.get("vocab_size")
     if stated is None:
         return MAX_TOKEN_ID
-    expect(stated.isascii() and stated.isdigit() and len(stated) <= 10 and 0 < int(stated) <= MAX_TOKEN_ID,
-           f"pair['vocab_size'] must be a whole number from 1 to {MAX_TOKEN_ID}, got {show(stated)}")
+    expect(
+        stated.isascii() and stated.isdigit() and len(stated) <= 10 and 0 < int(stated) <= MAX_TOKEN_ID,
+        f"pair['vocab_size'] must be a whole number from 1 to {MAX_TOKEN_ID}, got {show(stated)}",
+    )
     return int(stated)
 
 
@@ -299,13 +320,19 @@ def _check_caches(r: RoundEvent, where: str, before: tuple[int, int], committed:
     """Each round starts from the caches the last one left. After it, the target's cache holds the committed tokens
     but the newest (the next forward feeds it again), or one fewer where a kept alternative replaced the draft it
     had cached; the draft's holds at most as many (none for the n-gram drafter, fewer after a plain step)."""
-    expect(r.target_cache_before == before[0], f"{where}.target_cache_before is {r.target_cache_before}; "
-                                               f"the round before left {before[0]}")
-    expect(r.draft_cache_before == before[1], f"{where}.draft_cache_before is {r.draft_cache_before}; "
-                                              f"the round before left {before[1]}")
-    expect(committed - 2 <= r.target_cache_after <= committed - 1,
-           f"{where}.target_cache_after is {r.target_cache_after}; with {committed} tokens committed it is "
-           f"{committed - 2} or {committed - 1}")
+    expect(
+        r.target_cache_before == before[0],
+        f"{where}.target_cache_before is {r.target_cache_before}; the round before left {before[0]}",
+    )
+    expect(
+        r.draft_cache_before == before[1],
+        f"{where}.draft_cache_before is {r.draft_cache_before}; the round before left {before[1]}",
+    )
+    expect(
+        committed - 2 <= r.target_cache_after <= committed - 1,
+        f"{where}.target_cache_after is {r.target_cache_after}; with {committed} tokens committed it is "
+        f"{committed - 2} or {committed - 1}",
+    )
     most = 0 if drafter == "ngram" else committed - 1
     expect(r.draft_cache_after <= most, f"{where}.draft_cache_after is {r.draft_cache_after}; at most {most} here")
 
@@ -313,42 +340,60 @@ def _check_caches(r: RoundEvent, where: str, before: tuple[int, int], committed:
 def _check_round(r: RoundEvent, config: Any, where: str) -> bool:
     """The round's parts agree with each other and the settings; True when appended was cut at an end of sequence."""
     n = len(r.drafted)
-    expect(n <= r.gamma <= max(config.gamma, config.gamma_max),
-           f"{where}.gamma is {r.gamma}, with {n} drafted and the settings' gamma {config.gamma}, "
-           f"gamma_max {config.gamma_max}")
-    expect(r.rejection_index is None or r.rejection_index < n,
-           f"{where}.rejection_index is {r.rejection_index}, past its {n} drafted tokens")
+    expect(
+        n <= r.gamma <= max(config.gamma, config.gamma_max),
+        f"{where}.gamma is {r.gamma}, with {n} drafted and the settings' gamma {config.gamma}, "
+        f"gamma_max {config.gamma_max}",
+    )
+    expect(
+        r.rejection_index is None or r.rejection_index < n,
+        f"{where}.rejection_index is {r.rejection_index}, past its {n} drafted tokens",
+    )
     rejection = n if r.rejection_index is None else r.rejection_index
     expected = ["accepted"] * rejection + ["rejected"] * (rejection < n) + ["unchecked"] * (n - rejection - 1)
-    expect([d.verdict for d in r.drafted] == expected,
-           f"{where}.drafted: the verdicts disagree with rejection_index {r.rejection_index}")
+    expect(
+        [d.verdict for d in r.drafted] == expected,
+        f"{where}.drafted: the verdicts disagree with rejection_index {r.rejection_index}",
+    )
     kept = _kept_alternative(r, config.alternatives, where)
-    expect(r.n_accepted == rejection + (kept is not None),
-           f"{where}.n_accepted is {r.n_accepted}; its verdicts give {rejection + (kept is not None)}")
+    expect(
+        r.n_accepted == rejection + (kept is not None),
+        f"{where}.n_accepted is {r.n_accepted}; its verdicts give {rejection + (kept is not None)}",
+    )
     bonus = r.rejection_index is None or kept is not None
-    expect(r.next_source == ("bonus" if bonus else "resampled"),
-           f"{where}.next_source is {r.next_source!r}, but the verdicts make the next token a "
-           f"{'bonus' if bonus else 'resampled'} one")
+    expect(
+        r.next_source == ("bonus" if bonus else "resampled"),
+        f"{where}.next_source is {r.next_source!r}, but the verdicts make the next token a "
+        f"{'bonus' if bonus else 'resampled'} one",
+    )
     expect(not bonus or not (r.top_q or r.top_residual), f"{where}: a bonus token has no top_q or top_residual")
     for name in ("top_p", "top_q", "top_residual"):
-        expect(len(getattr(r, name)) <= config.record_top,
-               f"{where}.{name} has {len(getattr(r, name))} tokens; the settings' record_top is {config.record_top}")
+        expect(
+            len(getattr(r, name)) <= config.record_top,
+            f"{where}.{name} has {len(getattr(r, name))} tokens; the settings' record_top is {config.record_top}",
+        )
     model = config.drafter == "model"
-    expect(r.draft_forwards == 0 if not (model and n) else 1 <= r.draft_forwards <= n,
-           f"{where}.draft_forwards is {r.draft_forwards} for {n} tokens drafted by the {config.drafter} drafter")
+    expect(
+        r.draft_forwards == 0 if not (model and n) else 1 <= r.draft_forwards <= n,
+        f"{where}.draft_forwards is {r.draft_forwards} for {n} tokens drafted by the {config.drafter} drafter",
+    )
     _check_draws(r.drafted, config.greedy, f"{where}.drafted")
     _check_draws(r.alternatives, config.greedy, f"{where}.alternatives")
     full = [d.id for d in r.drafted[:rejection]] + ([kept.id] if kept else []) + [r.next_token.id]
-    expect(list(r.appended) == full[:len(r.appended)],
-           f"{where}.appended is not the accepted drafts, then any kept alternative, then next_token")
+    expect(
+        list(r.appended) == full[: len(r.appended)],
+        f"{where}.appended is not the accepted drafts, then any kept alternative, then next_token",
+    )
     return len(r.appended) < len(full)
 
 
 def _kept_alternative(r: RoundEvent, allowed: int, where: str) -> Any:
     """Alternatives are checked, in order, only when the last draft was rejected, until one is kept."""
     alternatives = r.alternatives
-    expect(len(alternatives) <= allowed and (r.drafted or not alternatives),
-           f"{where}.alternatives has {len(alternatives)}, for {len(r.drafted)} drafted and the settings' {allowed}")
+    expect(
+        len(alternatives) <= allowed and (r.drafted or not alternatives),
+        f"{where}.alternatives has {len(alternatives)}, for {len(r.drafted)} drafted and the settings' {allowed}",
+    )
     verdicts = [a.verdict for a in alternatives]
     kept = verdicts.index("accepted") if "accepted" in verdicts else None
     last_rejected = r.drafted and r.rejection_index == len(r.drafted) - 1
@@ -377,31 +422,48 @@ def _check_baseline(trace: Trace) -> None:
     if summary is None:
         expect(not events, "baseline has tokens but there is no baseline_summary")
         return
-    expect(summary.method == "autoregressive",
-           f"baseline_summary.method must be 'autoregressive', got {summary.method!r}")
+    expect(
+        summary.method == "autoregressive", f"baseline_summary.method must be 'autoregressive', got {summary.method!r}"
+    )
     expect(trace.summary.finish_reason != "cancelled", "a cancelled run has no baseline, yet baseline_summary is set")
     _check_steps(events, "baseline")
-    _check_totals(summary, "baseline_summary", trace.config.max_new_tokens, appended=[e.token.id for e in events],
-                  counts=(len(events), 0, 0, 0), ends=events[-1].elapsed if events else 0.0)
+    _check_totals(
+        summary,
+        "baseline_summary",
+        trace.config.max_new_tokens,
+        appended=[e.token.id for e in events],
+        counts=(len(events), 0, 0, 0),
+        ends=events[-1].elapsed if events else 0.0,
+    )
 
 
-def _check_totals(s: RunSummary, where: str, max_new_tokens: int, appended: list[int],
-                  counts: tuple[int, int, int, int], ends: float) -> None:
+def _check_totals(
+    s: RunSummary, where: str, max_new_tokens: int, appended: list[int], counts: tuple[int, int, int, int], ends: float
+) -> None:
     """A summary agrees with its events: counts (steps, drafted, accepted, draft forwards), tokens, rates, and
     times (its seconds cover the prefill and every event, the last of which ends at `ends`)."""
     expect(list(s.token_ids) == appended, f"{where}.token_ids are not the tokens its events appended")
     expect(s.new_tokens == len(appended), f"{where}.new_tokens is {s.new_tokens}; its events appended {len(appended)}")
-    expect(s.new_tokens <= max_new_tokens and (s.finish_reason != "length" or s.new_tokens == max_new_tokens),
-           f"{where}: {s.new_tokens} tokens, finish_reason {s.finish_reason!r}, max_new_tokens {max_new_tokens}")
+    expect(
+        s.new_tokens <= max_new_tokens and (s.finish_reason != "length" or s.new_tokens == max_new_tokens),
+        f"{where}: {s.new_tokens} tokens, finish_reason {s.finish_reason!r}, max_new_tokens {max_new_tokens}",
+    )
     expect(s.finish_reason != "eos" or s.new_tokens > 0, f"{where}.finish_reason is 'eos' but no token was made")
-    expect(s.prefill_seconds <= s.seconds and ends <= s.seconds,
-           f"{where}.seconds ({s.seconds:g}) ends before its prefill or its last event ({ends:g} s)")
+    expect(
+        s.prefill_seconds <= s.seconds and ends <= s.seconds,
+        f"{where}.seconds ({s.seconds:g}) ends before its prefill or its last event ({ends:g} s)",
+    )
     steps, drafted, accepted, forwards = counts
     for name, total in (("rounds", steps), ("drafted", drafted), ("accepted", accepted), ("draft_forwards", forwards)):
         expect(getattr(s, name) == total, f"{where}.{name} is {getattr(s, name)}; its events add up to {total}")
-    rates = (("acceptance_rate", accepted, drafted), ("mean_accepted_per_round", accepted, steps),
-             ("tokens_per_second", s.new_tokens, s.seconds - s.prefill_seconds))
+    rates = (
+        ("acceptance_rate", accepted, drafted),
+        ("mean_accepted_per_round", accepted, steps),
+        ("tokens_per_second", s.new_tokens, s.seconds - s.prefill_seconds),
+    )
     for name, numerator, denominator in rates:
         expected = numerator / denominator if denominator > 0 else 0.0
-        expect(math.isclose(getattr(s, name), expected, rel_tol=1e-6, abs_tol=1e-9),
-               f"{where}.{name} is {getattr(s, name):g}; its counts give {expected:g}")
+        expect(
+            math.isclose(getattr(s, name), expected, rel_tol=1e-6, abs_tol=1e-9),
+            f"{where}.{name} is {getattr(s, name):g}; its counts give {expected:g}",
+        )

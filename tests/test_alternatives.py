@@ -3,6 +3,7 @@
 The target's forward over the tree must give the same rows as separate forwards; greedy output must
 stay the target's own; sampled output must still follow p (recursive rejection sampling).
 """
+
 import pytest
 import torch
 
@@ -21,7 +22,7 @@ PROMPT = "def add(a, b):\n    return a + b\n\ndef add(a, b):"
 
 @pytest.fixture(scope="module")
 def pair():
-    return tiny_pair(noise=0.1)   # a fair draft: enough rejections at the last drafted token to check alternatives
+    return tiny_pair(noise=0.1)  # a fair draft: enough rejections at the last drafted token to check alternatives
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +45,7 @@ def test_tree_forward_matches_separate_forwards(pair, prompt_ids, attention):
         plain = CachedModel(model, width)
         plain.feed(context)
         assert torch.allclose(rows[:3], plain.feed(chain, logits_to_keep=3), atol=1e-4)
-        for i, sibling in enumerate(siblings):   # a sibling sees the context and chain[:-1], at chain[-1]'s position
+        for i, sibling in enumerate(siblings):  # a sibling sees the context and chain[:-1], at chain[-1]'s position
             alone = CachedModel(model, width)
             alone.feed(context)
             assert torch.allclose(rows[3 + i], alone.feed(chain[:-1] + [sibling])[0], atol=1e-4)
@@ -54,11 +55,15 @@ def test_tree_forward_matches_separate_forwards(pair, prompt_ids, attention):
         model.config._attn_implementation = saved
 
 
-@pytest.mark.parametrize("config", [
-    SpecConfig(gamma=2, alternatives=3, max_new_tokens=48),
-    SpecConfig(gamma=6, alternatives=3, schedule="auto", gamma_max=8, draft_confidence=0.6, max_new_tokens=48),
-    SpecConfig(gamma=2, alternatives=2, lookahead=4, max_new_tokens=48),
-], ids=["constant", "auto", "lookahead"])
+@pytest.mark.parametrize(
+    "config",
+    [
+        SpecConfig(gamma=2, alternatives=3, max_new_tokens=48),
+        SpecConfig(gamma=6, alternatives=3, schedule="auto", gamma_max=8, draft_confidence=0.6, max_new_tokens=48),
+        SpecConfig(gamma=2, alternatives=2, lookahead=4, max_new_tokens=48),
+    ],
+    ids=["constant", "auto", "lookahead"],
+)
 def test_greedy_with_alternatives_equals_target_alone(pair, prompt_ids, config):
     rounds, spec = run_to_end(speculative_generate(pair, prompt_ids, config))
     _, base = run_to_end(autoregressive_generate(pair, prompt_ids, config))
@@ -71,6 +76,7 @@ def test_alternatives_save_target_passes(pair, prompt_ids):
     def rounds_for(alternatives):
         config = SpecConfig(gamma=2, alternatives=alternatives, max_new_tokens=60)
         return run_to_end(speculative_generate(pair, prompt_ids, config))[1].rounds
+
     assert rounds_for(3) < rounds_for(0)
 
 
@@ -83,19 +89,19 @@ def test_events_with_alternatives_agree_with_output(pair, prompt_ids, temperatur
         kept = r.kept_alternative
         n = len(r.drafted)
         checked = [a for a in r.alternatives if a.verdict != "unchecked"]
-        if r.rejection_index != n - 1:           # the last draft was accepted or never reached
+        if r.rejection_index != n - 1:  # the last draft was accepted or never reached
             assert not checked
         if kept is not None:
             assert r.rejection_index == n - 1 and r.n_accepted == n and r.next_source == "bonus"
             assert checked[-1] is kept and all(a.verdict == "rejected" for a in checked[:-1])
-            assert list(r.appended) == [d.id for d in r.drafted[:n - 1]] + [kept.id, r.next_token.id]
+            assert list(r.appended) == [d.id for d in r.drafted[: n - 1]] + [kept.id, r.next_token.id]
             assert [t.text for t in round_origins(r)][n - 1] == kept.text
         else:
             accepted = n if r.rejection_index is None else r.rejection_index
             assert r.n_accepted == accepted
             assert list(r.appended) == [d.id for d in r.drafted[:accepted]] + [r.next_token.id]
         for a in r.alternatives:
-            assert a.id != r.drafted[-1].id or temperature > 0   # greedy: the next-best tokens, not the draft's own
+            assert a.id != r.drafted[-1].id or temperature > 0  # greedy: the next-best tokens, not the draft's own
             if temperature > 0 and a.u is not None:
                 assert (a.u <= a.ratio) == (a.verdict == "accepted")
         produced.extend(r.appended)
@@ -126,7 +132,7 @@ def test_recursive_rejection_sampling_follows_p(alternatives):
     p = torch.softmax(torch.randn(6, generator=g) * 1.5, -1)
     q = torch.softmax(torch.randn(6, generator=g) * 1.5, -1)
     empirical = _position_distribution(p, q, alternatives, 6000)
-    assert 0.5 * float((empirical - p).abs().sum()) < 0.03   # sampling noise alone: about 0.01
+    assert 0.5 * float((empirical - p).abs().sum()) < 0.03  # sampling noise alone: about 0.01
 
 
 def test_checking_alternatives_against_p_instead_of_the_residual_is_detected(monkeypatch):

@@ -1,4 +1,5 @@
 """The cost-aware "auto" schedule and the fused prompt pass: exact outputs, and auto's rule on synthetic timings."""
+
 import pytest
 import torch
 
@@ -31,7 +32,7 @@ def test_auto_greedy_equals_target_alone(pair, prompt_ids, drafter, confidence):
     rounds, spec = run_to_end(speculative_generate(pair, prompt_ids, config))
     _, base = run_to_end(autoregressive_generate(pair, prompt_ids, config))
     assert spec.token_ids == base.token_ids and spec.new_tokens == 48
-    assert rounds[0].gamma == 8                                 # it starts speculating
+    assert rounds[0].gamma == 8  # it starts speculating
     assert all(r.gamma in (0, min(8, 48 - r.position - 1)) for r in rounds)
 
 
@@ -40,7 +41,7 @@ def test_auto_greedy_equals_transformers_generate(pair, prompt_ids, monkeypatch)
     config = SpecConfig(schedule="auto", gamma_max=6, max_new_tokens=40)
     rounds, spec = run_to_end(speculative_generate(pair, prompt_ids, config))
     out = pair.target.generate(torch.tensor([prompt_ids]), max_new_tokens=40, do_sample=False, min_new_tokens=40)
-    assert list(spec.token_ids) == out[0, len(prompt_ids):].tolist()
+    assert list(spec.token_ids) == out[0, len(prompt_ids) :].tolist()
     assert all(r.gamma > 0 for r in rounds[:-1]) and spec.accepted > 0
 
 
@@ -53,6 +54,7 @@ def test_auto_sampling_keeps_the_seeded_stream_valid(pair, prompt_ids):
 def test_auto_uses_its_confidence_stop_when_none_is_set(pair, prompt_ids, monkeypatch):
     seen = []
     from specviz.drafters import ModelDrafter
+
     original = ModelDrafter.propose
 
     def spy(self, committed, gamma, warpers, generator, greedy, confidence):
@@ -73,20 +75,20 @@ def test_auto_rule_on_synthetic_timings():
     """rate_spec = (T + 2 * 2) / (S + 2 * t_plain) over the speculative rounds' discounted tokens T and
     seconds S; speculate while it is at least 1 / t_plain."""
     auto = AutoSchedule(SpecConfig(schedule="auto", gamma_max=9))
-    assert auto.next() == 9                       # nothing timed yet: speculate
-    auto.observe(9, 6, 5.0, with_prompt=True, verify_seconds=4.0)   # the fused prompt round: not timed
+    assert auto.next() == 9  # nothing timed yet: speculate
+    auto.observe(9, 6, 5.0, with_prompt=True, verify_seconds=4.0)  # the fused prompt round: not timed
     assert auto.t_plain() is None and auto.next() == 9
-    auto.observe(9, 6, 2.0, verify_seconds=1.2)   # t_plain estimated as the shortest verify: 1.2 s
+    auto.observe(9, 6, 2.0, verify_seconds=1.2)  # t_plain estimated as the shortest verify: 1.2 s
     assert auto.t_plain() == 1.2
     assert auto.rates() == pytest.approx(((6 + 4) / (2 + 2.4), 1 / 1.2))
-    assert auto.next() == 9                       # 2.27 tok/s, clearly ahead of 0.83
-    auto.observe(9, 1, 4.0, verify_seconds=1.1)   # (0.9*6 + 1 + 4) / (0.9*2 + 4 + 2.2) = 1.3: not clearly ahead
-    assert auto.next() == 0                       # of 1/1.1 = 0.91 tok/s: time a plain step
-    auto.observe(0, 1, 1.0)                       # t_plain = 1 s from now on
+    assert auto.next() == 9  # 2.27 tok/s, clearly ahead of 0.83
+    auto.observe(9, 1, 4.0, verify_seconds=1.1)  # (0.9*6 + 1 + 4) / (0.9*2 + 4 + 2.2) = 1.3: not clearly ahead
+    assert auto.next() == 0  # of 1/1.1 = 0.91 tok/s: time a plain step
+    auto.observe(0, 1, 1.0)  # t_plain = 1 s from now on
     assert auto.t_plain() == 1.0
     assert auto.rates() == pytest.approx(((0.9 * 6.4 + 4) / (0.9 * 5.8 + 2), 1.0))
-    assert auto.next() == 9                       # 1.35 tok/s: pays
-    auto.observe(9, 1, 8.0)                       # (0.9*5.76 + 1 + 4) / (0.9*5.22 + 8 + 2) = 0.69: loses
+    assert auto.next() == 9  # 1.35 tok/s: pays
+    auto.observe(9, 1, 8.0)  # (0.9*5.76 + 1 + 4) / (0.9*5.22 + 8 + 2) = 0.69: loses
     assert auto.next() == 0
 
 
@@ -101,7 +103,7 @@ def plain_rounds_before_a_probe(auto: AutoSchedule) -> int:
 def test_auto_tries_again_after_plain_steps():
     auto = AutoSchedule(SpecConfig(schedule="auto", gamma_max=9))
     auto.observe(0, 1, 1.0)
-    auto.observe(9, 1, 5.0)                       # T = 1, S = 5: (1 + 4) / (5 + 2) < 1
+    auto.observe(9, 1, 5.0)  # T = 1, S = 5: (1 + 4) / (5 + 2) < 1
     # after k plain steps (0.9^k + 4) / (5 * 0.9^k + 2) >= 1 once 0.9^k <= 1/2, at k = 7
     assert plain_rounds_before_a_probe(auto) == 7
 
@@ -130,9 +132,9 @@ def test_auto_speculates_rarely_where_it_never_pays():
     for _ in range(300):
         gamma = auto.next()
         plans.append(gamma)
-        auto.observe(gamma, 1, 1.0 if gamma == 0 else 3.0)   # a round of speculation: 1 token in 3 steps' time
+        auto.observe(gamma, 1, 1.0 if gamma == 0 else 3.0)  # a round of speculation: 1 token in 3 steps' time
     speculative = sum(1 for g in plans if g) / len(plans)
-    assert 0 < speculative < 0.2                   # plain decoding's speed, less about a third of a fifth
+    assert 0 < speculative < 0.2  # plain decoding's speed, less about a third of a fifth
     assert all(g in (0, 5) for g in plans)
 
 
@@ -149,7 +151,7 @@ def test_fused_prompt_is_exact(pair, prompt_ids, schedule, drafter):
     rounds, spec = run_to_end(speculative_generate(pair, prompt_ids, fused))
     steps, base = run_to_end(autoregressive_generate(pair, prompt_ids, fused))
     out = pair.target.generate(torch.tensor([prompt_ids]), max_new_tokens=40, do_sample=False, min_new_tokens=40)
-    assert list(spec.token_ids) == list(base.token_ids) == out[0, len(prompt_ids):].tolist()
+    assert list(spec.token_ids) == list(base.token_ids) == out[0, len(prompt_ids) :].tolist()
     assert spec.prefill_seconds == 0.0 or spec.prefill_seconds < 1e-3
     assert rounds[0].target_cache_before == 0
     assert rounds[0].target_cache_after == len(prompt_ids) + len(rounds[0].appended) - 1

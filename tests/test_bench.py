@@ -1,4 +1,5 @@
 """The benchmark on the tiny pair: the JSON's structure, identical greedy texts, the theory's numbers."""
+
 import argparse
 import json
 import math
@@ -35,8 +36,13 @@ def pair():
 
 @pytest.fixture(scope="module")
 def greedy_doc(pair):
-    settings = BenchSettings(config=SpecConfig(gamma=4, max_new_tokens=12), chat=False, curve_gammas=3,
-                             curve_repeats=1, methods=("baseline", "speculative", "hf_assisted", "hf_matched"))
+    settings = BenchSettings(
+        config=SpecConfig(gamma=4, max_new_tokens=12),
+        chat=False,
+        curve_gammas=3,
+        curve_repeats=1,
+        methods=("baseline", "speculative", "hf_assisted", "hf_matched"),
+    )
     return run_benchmark(pair, PROMPTS, settings)
 
 
@@ -51,14 +57,15 @@ def test_json_structure(greedy_doc):
         assert all(v > 0 for v in summary["tokens_per_second"].values())
         assert summary["speedup"]["baseline"] == pytest.approx(1.0)
         assert summary["ratio_to_hf"]["hf_assisted"] == pytest.approx(
-            summary["tokens_per_second"]["speculative"] / summary["tokens_per_second"]["hf_assisted"])
+            summary["tokens_per_second"]["speculative"] / summary["tokens_per_second"]["hf_assisted"]
+        )
         assert 0.0 <= summary["acceptance_rate"] <= 1.0
         assert summary["mean_accepted_per_round"] >= 0.0
         assert 0.0 <= summary["bookkeeping_share"] < 1.0
         for method in methods:
             assert summary["memory"][method]["peak_rss_bytes"] > 0
     assert doc["overall"]["prompts"] == 3
-    paired = doc["overall"]["paired"]["hf_matched"]   # every prompt gives a ratio; all runs have 12 tokens
+    paired = doc["overall"]["paired"]["hf_matched"]  # every prompt gives a ratio; all runs have 12 tokens
     assert paired["prompts"] == 3 and paired["low"] <= paired["geo_mean"] <= paired["high"]
     assert set(doc["overall"]["paired"]) == {"baseline", "hf_assisted", "hf_matched"}
     assert len(doc["runs"]) == 3 * len(methods)
@@ -88,8 +95,11 @@ def test_efficiency_is_measured_over_predicted(greedy_doc):
         assert summary["acceptance_rate"] == pytest.approx(a)
         gammas = [g for r in runs for g in r["stats"]["drafted_per_round"]]
         t_target, t_draft = curve["target_step_seconds"], curve["draft_step_seconds"]
-        predicted = (sum(expected_tokens(a, g) for g in gammas) * t_target
-                     / sum(g * t_draft + curve_time(curve, g) for g in gammas))
+        predicted = (
+            sum(expected_tokens(a, g) for g in gammas)
+            * t_target
+            / sum(g * t_draft + curve_time(curve, g) for g in gammas)
+        )
         assert summary["predicted_speedup"] == pytest.approx(predicted)
         assert summary["efficiency"] == pytest.approx(summary["speedup"]["speculative"] / predicted)
         c = t_draft / t_target
@@ -104,7 +114,7 @@ def test_constant_gamma_prediction_is_leviathans_formula():
     assert curve_time(curve, 2) == 1.7
     assert curve_time(curve, 4) == pytest.approx(1.7 + 2 * 0.2)  # extended linearly past its end
     measured_prediction = expected_tokens(a, g) * 1.0 / (g * 0.1 + 1.7)
-    assert measured_prediction == pytest.approx((1 - a ** 3) / (1 - a) / 1.9)
+    assert measured_prediction == pytest.approx((1 - a**3) / (1 - a) / 1.9)
 
 
 def test_table_and_curve_print(greedy_doc):
@@ -126,12 +136,13 @@ def test_paired_ratio_is_a_geometric_mean_with_a_t_interval():
             runs.append(Run("hf_matched", "code", i, 0, [], tokens, prompt_pass + tokens / other_rate, None, {}))
             runs.append(Run("speculative", "code", i, 0, [], tokens, prompt_pass + tokens / (other_rate * k), None, {}))
         return runs, passes
+
     ratios = [1.0, 1.2, 1.1, 1.3]
     result = paired_ratio(*runs_for(ratios), "speculative", "hf_matched")
     logs = [math.log(k) for k in ratios]
     mean, sd = sum(logs) / 4, (sum((x - sum(logs) / 4) ** 2 for x in logs) / 3) ** 0.5
     assert result["prompts"] == 4
-    assert result["geo_mean"] == pytest.approx(math.exp(mean))            # rates after the prompt pass
+    assert result["geo_mean"] == pytest.approx(math.exp(mean))  # rates after the prompt pass
     assert result["high"] == pytest.approx(math.exp(mean + 3.18 * sd / 2))  # t for 3 degrees of freedom
     assert result["low"] == pytest.approx(math.exp(mean - 3.18 * sd / 2))
     same = paired_ratio(*runs_for([1.25] * 5), "speculative", "hf_matched")
@@ -142,9 +153,14 @@ def test_paired_ratio_is_a_geometric_mean_with_a_t_interval():
 
 
 def test_sampling_has_no_identity_flag(pair):
-    settings = BenchSettings(config=SpecConfig(gamma=3, temperature=1.0, max_new_tokens=8, seed=1), chat=False,
-                             curve_gammas=1, curve_repeats=1, warmup=False,
-                             methods=("baseline", "speculative", "hf_assisted"))
+    settings = BenchSettings(
+        config=SpecConfig(gamma=3, temperature=1.0, max_new_tokens=8, seed=1),
+        chat=False,
+        curve_gammas=1,
+        curve_repeats=1,
+        warmup=False,
+        methods=("baseline", "speculative", "hf_assisted"),
+    )
     doc = run_benchmark(pair, {"code": PROMPTS["code"][:1]}, settings)
     assert "identical" not in doc["overall"]
     assert doc["overall"]["tokens_per_second"]["hf_assisted"] > 0
@@ -173,29 +189,53 @@ def test_prompt_file_and_settings_errors(tmp_path):
 def test_cli_arguments_parse():
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    args = parser.parse_args(["--categories", "code,prose", "--max-new-tokens", "8", "--gamma", "3",
-                              "--schedule", "constant", "--drafter", "model", "--repeats", "2"])
+    args = parser.parse_args(
+        [
+            "--categories",
+            "code,prose",
+            "--max-new-tokens",
+            "8",
+            "--gamma",
+            "3",
+            "--schedule",
+            "constant",
+            "--drafter",
+            "model",
+            "--repeats",
+            "2",
+        ]
+    )
     assert args.categories == "code,prose" and args.max_new_tokens == 8 and args.repeats == 2
 
 
 def test_repeats_count_the_least_disturbed_run(pair):
-    settings = BenchSettings(config=SpecConfig(gamma=3, max_new_tokens=6), chat=False, curve_gammas=1,
-                             curve_repeats=1, warmup=False, repeats=2, methods=("baseline", "speculative"))
+    settings = BenchSettings(
+        config=SpecConfig(gamma=3, max_new_tokens=6),
+        chat=False,
+        curve_gammas=1,
+        curve_repeats=1,
+        warmup=False,
+        repeats=2,
+        methods=("baseline", "speculative"),
+    )
     doc = run_benchmark(pair, {"code": PROMPTS["code"][:1]}, settings)
     assert len(doc["runs"]) == 4 and doc["settings"]["aggregate"] == "min"
     for method in ("baseline", "speculative"):
         mine = [r for r in doc["runs"] if r["method"] == method]
         best = min(r["seconds"] - r["prompt_pass_seconds"] for r in mine)
         assert doc["overall"]["tokens_per_second"][method] == pytest.approx(6 / best)
-    assert doc["verify_curve"]["samples"] == 1 + 2          # the first set, then one more per prompt and repeat
+    assert doc["verify_curve"]["samples"] == 1 + 2  # the first set, then one more per prompt and repeat
     assert doc["overall"]["identical"] is True
 
 
 def test_prompt_files_with_text_a_tokenizer_cannot_take_are_refused(tmp_path):
     path = tmp_path / "prompts.json"
-    path.write_text('{"code": ["fine", "ab\\udcffc"]}')                 # a lone surrogate, as JSON allows
-    with pytest.raises(ConfigError, match=r"prompts.json, code prompt 2: the prompt is not valid UTF-8 text: "
-                                          r"byte 0xff at character 3"):
+    path.write_text('{"code": ["fine", "ab\\udcffc"]}')  # a lone surrogate, as JSON allows
+    with pytest.raises(
+        ConfigError,
+        match=r"prompts.json, code prompt 2: the prompt is not valid UTF-8 text: "
+        r"byte 0xff at character 3",
+    ):
         load_prompts(path)
     path.write_text(json.dumps({"prose": ["x" * 8001]}))
     with pytest.raises(ConfigError, match="prose prompt 1: the prompt is 8001 characters long"):
@@ -206,28 +246,40 @@ def test_hf_matched_runs_transformers_with_our_draft_length_and_threshold(pair, 
     from specviz.bench import PeakMemory, hf_matched_settings, run_method
 
     assert hf_matched_settings(SpecConfig(gamma=3, draft_confidence=0.5)) == {
-        "num_assistant_tokens": 3, "assistant_confidence_threshold": 0.5, "num_assistant_tokens_schedule": "constant"}
+        "num_assistant_tokens": 3,
+        "assistant_confidence_threshold": 0.5,
+        "num_assistant_tokens_schedule": "constant",
+    }
     auto = SpecConfig(gamma=4, schedule="auto", gamma_max=9, draft_confidence=0.7)
-    assert hf_matched_settings(auto)["num_assistant_tokens"] == 9          # auto drafts up to gamma_max
+    assert hf_matched_settings(auto)["num_assistant_tokens"] == 9  # auto drafts up to gamma_max
     seen = []
     real_generate = pair.target.generate
 
     def spy(*args, **kwargs):
         config = kwargs["assistant_model"].generation_config
-        seen.append((config.num_assistant_tokens, config.assistant_confidence_threshold,
-                     config.num_assistant_tokens_schedule))
+        seen.append(
+            (config.num_assistant_tokens, config.assistant_confidence_threshold, config.num_assistant_tokens_schedule)
+        )
         return real_generate(*args, **kwargs)
+
     monkeypatch.setattr(pair.target, "generate", spy)
     before = pair.draft.generation_config
     run = run_method(pair, "hf_matched", [5, 6, 7], replace(auto, max_new_tokens=3), PeakMemory(pair.device))
     assert seen == [(9, 0.7, "constant")] and run.new_tokens == 3
-    assert pair.draft.generation_config is before                          # set for that call only
+    assert pair.draft.generation_config is before  # set for that call only
 
 
 def test_aggregate_mean_counts_every_repeat(pair):
-    settings = BenchSettings(config=SpecConfig(gamma=3, max_new_tokens=5), chat=False, curve_gammas=1,
-                             curve_repeats=1, warmup=False, repeats=2, aggregate="mean",
-                             methods=("baseline", "speculative"))
+    settings = BenchSettings(
+        config=SpecConfig(gamma=3, max_new_tokens=5),
+        chat=False,
+        curve_gammas=1,
+        curve_repeats=1,
+        warmup=False,
+        repeats=2,
+        aggregate="mean",
+        methods=("baseline", "speculative"),
+    )
     doc = run_benchmark(pair, {"code": PROMPTS["code"][:1]}, settings)
     assert doc["settings"]["aggregate"] == "mean"
     for method in ("baseline", "speculative"):
@@ -240,28 +292,47 @@ def test_aggregate_mean_counts_every_repeat(pair):
 
 def test_a_pair_without_a_draft_runs_the_ngram_drafter_and_no_assisted_generation(pair):
     alone = replace(pair, draft=None)
-    settings = BenchSettings(config=SpecConfig(gamma=3, max_new_tokens=6, drafter="ngram"), chat=False,
-                             curve_gammas=1, curve_repeats=1, warmup=False,
-                             methods=("baseline", "speculative", "hf_plain"))
+    settings = BenchSettings(
+        config=SpecConfig(gamma=3, max_new_tokens=6, drafter="ngram"),
+        chat=False,
+        curve_gammas=1,
+        curve_repeats=1,
+        warmup=False,
+        methods=("baseline", "speculative", "hf_plain"),
+    )
     doc = run_benchmark(alone, {"code": PROMPTS["code"][:1]}, settings)
     assert doc["settings"]["methods"] == ["baseline", "speculative", "hf_plain"]
     assert doc["verify_curve"]["draft_samples"] is None and doc["verify_curve"]["cost_ratio_c"] is None
     assert "predicted_speedup" not in doc["overall"] and doc["overall"]["identical"] is True
     overall = next(line for line in format_table(doc).splitlines() if line.startswith("overall")).split()
-    assert overall[-4:-1] == ["-", "-", "-"] and overall[-1] == "yes"   # no c, no prediction, no efficiency
+    assert overall[-4:-1] == ["-", "-", "-"] and overall[-1] == "yes"  # no c, no prediction, no efficiency
     with pytest.raises(ConfigError, match="no draft model: choose --drafter ngram"):
-        run_benchmark(alone, PROMPTS, replace(settings, config=replace(settings.config, drafter="model"),
-                                              methods=("baseline", "speculative", "hf_assisted")))
+        run_benchmark(
+            alone,
+            PROMPTS,
+            replace(
+                settings,
+                config=replace(settings.config, drafter="model"),
+                methods=("baseline", "speculative", "hf_assisted"),
+            ),
+        )
 
 
 @pytest.mark.parametrize("target_rows, draft_rows", [(29, 32), (32, 29)])
 def test_heads_of_unequal_width_bench_ours_and_leave_out_assisted_generation(target_rows, draft_rows):
     from unequal_widths import PROMPT, unequal_pair
+
     pair = unequal_pair(target_rows, draft_rows)
     lines = []
-    settings = BenchSettings(config=SpecConfig(gamma=3, max_new_tokens=8), chat=False, curve_gammas=1,
-                             curve_repeats=1, warmup=False, methods=("baseline", "speculative", "hf_assisted"))
+    settings = BenchSettings(
+        config=SpecConfig(gamma=3, max_new_tokens=8),
+        chat=False,
+        curve_gammas=1,
+        curve_repeats=1,
+        warmup=False,
+        methods=("baseline", "speculative", "hf_assisted"),
+    )
     doc = run_benchmark(pair, {"prose": [PROMPT]}, settings, log=lines.append)
     assert doc["settings"]["methods"] == ["baseline", "speculative"]
     assert any("leaving out hf_assisted" in line for line in lines), lines
-    assert doc["overall"]["identical"] is True                  # greedy: ours wrote the target's own text
+    assert doc["overall"]["identical"] is True  # greedy: ours wrote the target's own text

@@ -5,6 +5,7 @@ and saves a screenshot under the test's tmp_path.
 The main test uses the built-in pair (skipped with a reason when its cache is not prepared, failed
 instead under SPECVIZ_REQUIRE_BUILTIN=1). A second, fast variant runs the same flow on the tiny pair.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,7 +35,8 @@ def home_page(url: str) -> Iterator:
             page = browser.new_page(viewport={"width": 1440, "height": 2400})
             page.goto(url, wait_until="domcontentloaded")
             expect(page.get_by_role("heading", name="A small model writes ahead, a big model checks")).to_be_visible(
-                timeout=60_000)
+                timeout=60_000
+            )
             yield page
         finally:
             browser.close()
@@ -70,14 +72,14 @@ def drive(url: str, shot: Path, max_new_tokens: int, run_timeout_s: float) -> di
         tokens.press("Enter")
         prompt = page.get_by_label("Prompt", exact=True)
         prompt.fill(PROSE)
-        prompt.press("Control+Enter")                        # commits the text area
+        prompt.press("Control+Enter")  # commits the text area
         page.wait_for_timeout(500)
         page.get_by_role("button", name="Run", exact=True).click()
         expect(page.get_by_role("heading", name="Showing your run")).to_be_visible(timeout=run_timeout_s * 1000)
         speedup = page.locator('[data-testid="stMetric"]').filter(has_text="Speed-up")
         expect(speedup).to_be_visible()
         seen["speedup"] = speedup.locator('[data-testid="stMetricValue"]').inner_text()
-        for _ in range(40):                                   # step through the rounds
+        for _ in range(40):  # step through the rounds
             seen["accepted"] |= page.locator(".sv-chip.sv-accepted").count() > 0
             seen["rejected"] |= page.locator(".sv-chip.sv-rejected").count() > 0
             if seen["accepted"] and seen["rejected"]:
@@ -90,8 +92,8 @@ def drive(url: str, shot: Path, max_new_tokens: int, run_timeout_s: float) -> di
             try:
                 expect(page.locator(".sv-round-head").first).not_to_have_text(head, timeout=10_000)
             except AssertionError:
-                break                                         # the last round
-        page.wait_for_timeout(1500)                           # let the charts draw
+                break  # the last round
+        page.wait_for_timeout(1500)  # let the charts draw
         page.screenshot(path=str(shot), full_page=True)
     return seen
 
@@ -122,15 +124,18 @@ def test_step_through_in_a_real_browser_on_the_builtin_pair(tmp_path):
 
 
 def test_step_through_in_a_real_browser_on_the_tiny_pair(tmp_path):
-    seen = run_in_browser(tmp_path, {"SPECVIZ_PAIR": "tiny", "OMP_NUM_THREADS": "1"}, max_new_tokens=32,
-                          run_timeout_s=120)
+    seen = run_in_browser(
+        tmp_path, {"SPECVIZ_PAIR": "tiny", "OMP_NUM_THREADS": "1"}, max_new_tokens=32, run_timeout_s=120
+    )
     check(seen, tmp_path)
 
 
 # --- a hostile trace ------------------------------------------------------------------------------
 
-EVIL_LINK = ('<a id="sv-evil-link" class="sv-evil" href="https://evil.example/x" '
-             'style="position:fixed;inset:0;z-index:99999">EVIL-LINK</a>')
+EVIL_LINK = (
+    '<a id="sv-evil-link" class="sv-evil" href="https://evil.example/x" '
+    'style="position:fixed;inset:0;z-index:99999">EVIL-LINK</a>'
+)
 EVIL_STYLE = '<style id="sv-evil-style">body{display:none}</style>'
 EVIL_IMG = '<img id="sv-evil-img" src="https://evil.example/i.png" onerror="document.title=\'pwned\'">'
 EVIL_MARKDOWN = "[md-evil](https://evil.example/md) ![evil](https://evil.example/i.png) <b id=sv-evil-b>b</b>"
@@ -186,17 +191,17 @@ def drive_hostile(url: str, trace: Path, shot: Path) -> None:
     from playwright.sync_api import expect
 
     with home_page(url) as page:
-        page.get_by_role("button", name="Replay a file").click()      # the uploader is in a popover
+        page.get_by_role("button", name="Replay a file").click()  # the uploader is in a popover
         page.locator('input[type="file"]').first.set_input_files(str(trace))
         expect(page.get_by_role("heading", name="Showing the uploaded run")).to_be_visible(timeout=60_000)
         page.keyboard.press("Escape")
         page.wait_for_timeout(1500)
         assert_nothing_injected(page, "Step through")
-        page.get_by_role("button", name="Next").first.click()       # another round's chips and caches
+        page.get_by_role("button", name="Next").first.click()  # another round's chips and caches
         page.wait_for_timeout(1500)
         assert_nothing_injected(page, "Step through, round 2")
         page.screenshot(path=str(shot), full_page=True)
-        for name, shown in (("Race", True), ("Theory", False)):    # Theory lists the run in a canvas table
+        for name, shown in (("Race", True), ("Theory", False)):  # Theory lists the run in a canvas table
             page.get_by_role("link", name=name).first.click()
             expect(page.get_by_role("heading", name=name).first).to_be_visible(timeout=60_000)
             page.wait_for_timeout(2500)

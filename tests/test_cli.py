@@ -1,4 +1,5 @@
 """The command line: bad input gives one clear line on stderr and exit status 2, never a traceback."""
+
 import json
 import os
 import re
@@ -18,26 +19,36 @@ from specviz.tiny import save_tiny
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "specviz", *args], capture_output=True, text=True,
-                          timeout=300, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [sys.executable, "-m", "specviz", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
+    )
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--prompt", ""], "prompt is empty"),
-    (["--prompt", "   "], "prompt is empty"),
-    (["--prompt", "hi", "--gamma", "0"], "gamma must be between 1"),
-    (["--prompt", "hi", "--max-new-tokens", "0"], "max new tokens must be between 1"),
-    (["--prompt", "hi", "--max-new-tokens", "100000"], "max new tokens must be between 1"),
-    (["--prompt", "hi", "--temperature", "-0.5"], "temperature must be >= 0"),
-    (["--prompt", "hi", "--top-p", "0"], "top-p must be in (0, 1]"),
-    (["--prompt", "hi", "--top-p", "1.2"], "top-p must be in (0, 1]"),
-    (["--prompt", "hi", "--gamma", "two"], "invalid int value"),
-    (["--prompt", "hi", "--alternatives", "9"], "alternatives must be between 0 (off) and 8"),
-    (["--prompt", "hi", "--target", "no-such-org/no-such-model-xyz", "--draft", "no-such-org/tiny"],
-     "no-such-org/no-such-model-xyz"),
-    (["--prompt", "hi", "--target", "/nonexistent/dir", "--drafter", "ngram"], "/nonexistent/dir"),
-    (["--prompt", "hi", "--target", "some/model"], "needs --draft"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--prompt", ""], "prompt is empty"),
+        (["--prompt", "   "], "prompt is empty"),
+        (["--prompt", "hi", "--gamma", "0"], "gamma must be between 1"),
+        (["--prompt", "hi", "--max-new-tokens", "0"], "max new tokens must be between 1"),
+        (["--prompt", "hi", "--max-new-tokens", "100000"], "max new tokens must be between 1"),
+        (["--prompt", "hi", "--temperature", "-0.5"], "temperature must be >= 0"),
+        (["--prompt", "hi", "--top-p", "0"], "top-p must be in (0, 1]"),
+        (["--prompt", "hi", "--top-p", "1.2"], "top-p must be in (0, 1]"),
+        (["--prompt", "hi", "--gamma", "two"], "invalid int value"),
+        (["--prompt", "hi", "--alternatives", "9"], "alternatives must be between 0 (off) and 8"),
+        (
+            ["--prompt", "hi", "--target", "no-such-org/no-such-model-xyz", "--draft", "no-such-org/tiny"],
+            "no-such-org/no-such-model-xyz",
+        ),
+        (["--prompt", "hi", "--target", "/nonexistent/dir", "--drafter", "ngram"], "/nonexistent/dir"),
+        (["--prompt", "hi", "--target", "some/model"], "needs --draft"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args, message):
     result = run_cli("generate", *args)
     assert result.returncode == 2, result.stderr
@@ -102,8 +113,10 @@ def assert_one_line(result: subprocess.CompletedProcess, message: str) -> None:
 
 @pytest.mark.parametrize("seed", [str(2**64), "-1", str(10**30)])
 def test_seed_outside_what_torch_takes_is_one_line(seed):
-    assert_one_line(run_cli("generate", "--prompt", "hi", "--seed", seed, *NOT_LOADED),
-                    "seed must be between 0 and 18446744073709551615")
+    assert_one_line(
+        run_cli("generate", "--prompt", "hi", "--seed", seed, *NOT_LOADED),
+        "seed must be between 0 and 18446744073709551615",
+    )
 
 
 def test_the_seed_limit_is_what_torch_accepts():
@@ -117,8 +130,13 @@ def test_the_seed_limit_is_what_torch_accepts():
 
 def test_prompt_with_bytes_that_are_not_utf8_is_refused_before_loading():
     args = [sys.executable, "-m", "specviz", "generate", "--prompt", b"ab\xffc", *NOT_LOADED]
-    result = subprocess.run(args, capture_output=True, text=True, timeout=300,
-                            env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"})
+    result = subprocess.run(
+        args,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"},
+    )
     assert_one_line(result, "the prompt is not valid UTF-8 text: byte 0xff at character 3")
 
 
@@ -130,19 +148,25 @@ def test_prompt_over_the_character_limit_is_refused_before_loading():
 
 
 def test_save_trace_to_a_directory_or_a_missing_folder_is_refused_before_loading(tmp_path):
-    assert_one_line(run_cli("generate", "--prompt", "hi", "--save-trace", str(tmp_path), *NOT_LOADED),
-                    f"--save-trace {tmp_path} is a directory")
+    assert_one_line(
+        run_cli("generate", "--prompt", "hi", "--save-trace", str(tmp_path), *NOT_LOADED),
+        f"--save-trace {tmp_path} is a directory",
+    )
     missing = tmp_path / "no-such-folder" / "trace.json"
-    assert_one_line(run_cli("generate", "--prompt", "hi", "--save-trace", str(missing), *NOT_LOADED),
-                    "cannot be written: No such file or directory")
+    assert_one_line(
+        run_cli("generate", "--prompt", "hi", "--save-trace", str(missing), *NOT_LOADED),
+        "cannot be written: No such file or directory",
+    )
     assert not missing.parent.exists()
 
 
 @pytest.mark.skipif(not Path("/proc/version").is_file(), reason="needs Linux's /proc")
 def test_save_trace_to_an_unwritable_file_is_refused_before_loading():
     # /proc/version refuses writing even to root (chmod would not stop root)
-    assert_one_line(run_cli("generate", "--prompt", "hi", "--save-trace", "/proc/version", *NOT_LOADED),
-                    "--save-trace /proc/version cannot be written")
+    assert_one_line(
+        run_cli("generate", "--prompt", "hi", "--save-trace", "/proc/version", *NOT_LOADED),
+        "--save-trace /proc/version cannot be written",
+    )
 
 
 def test_output_path_leaves_no_file_behind_and_refuses_a_read_only_one(tmp_path):
@@ -166,7 +190,7 @@ def test_damaged_safetensors_in_a_local_model_is_one_line(tmp_path, local_pair):
     damaged = tmp_path / "damaged"
     shutil.copytree(target, damaged)
     weights = damaged / "model.safetensors"
-    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])   # cut short, as by a full disk
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])  # cut short, as by a full disk
     result = run_cli("generate", "--prompt", "abc", "--target", str(damaged), "--drafter", "ngram", "--device", "cpu")
     assert_one_line(result, f"The target model {damaged} has a damaged safetensors file")
 
@@ -175,14 +199,17 @@ def test_damaged_builtin_cache_says_to_prepare_again(tmp_path):
     from specviz.models import Source, call_pretrained, damaged_weights_error
 
     builtin_source = Source("draft", "builtin", "builtin", str(tmp_path), "the draft")
-    assert "delete that folder and run python -m specviz prepare" in str(damaged_weights_error(builtin_source,
-                                                                                            ValueError("x")))
+    assert "delete that folder and run python -m specviz prepare" in str(
+        damaged_weights_error(builtin_source, ValueError("x"))
+    )
     weights = tmp_path / "model.safetensors"
     weights.write_bytes(b"not weights")
 
     def load(**_):
         from safetensors.torch import load_file
+
         return load_file(weights)
+
     with pytest.raises(ModelLoadError, match="converted weights in .* are damaged"):
         call_pretrained(builtin_source, load)
 
@@ -194,10 +221,12 @@ def test_writing_the_trace_fails_in_one_line(local_pair, tmp_path, monkeypatch, 
 
     def full_disk(*_):
         raise OSError(errno.ENOSPC, "No space left on device")
+
     monkeypatch.setattr(trace, "save_trace", full_disk)
     path = tmp_path / "trace.json"
-    code = main(["generate", "--prompt", "abc", "--raw", "--max-new-tokens", "3", "--save-trace", str(path),
-                 *local_pair])
+    code = main(
+        ["generate", "--prompt", "abc", "--raw", "--max-new-tokens", "3", "--save-trace", str(path), *local_pair]
+    )
     assert code == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err == f"specviz: error: --save-trace {path} could not be written: No space left on device"
@@ -205,45 +234,98 @@ def test_writing_the_trace_fails_in_one_line(local_pair, tmp_path, monkeypatch, 
 
 # ---------------------------------------------------------------- the success paths
 
+
 def test_generate_json_with_baseline_and_saved_trace(local_pair, tmp_path, capsys):
     from specviz.trace import load_trace
 
     path = tmp_path / "trace.json"
-    code = main(["generate", "--prompt", "abc ab", "--raw", "--max-new-tokens", "6", "--gamma", "3", "--json",
-                 "--baseline", "--save-trace", str(path), *local_pair])
+    code = main(
+        [
+            "generate",
+            "--prompt",
+            "abc ab",
+            "--raw",
+            "--max-new-tokens",
+            "6",
+            "--gamma",
+            "3",
+            "--json",
+            "--baseline",
+            "--save-trace",
+            str(path),
+            *local_pair,
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     document = json.loads(out)
     new = document["summary"]["new_tokens"]
     assert len(document["token_ids"]) == new and 1 <= new <= 6
-    assert document["summary"]["finish_reason"] == ("length" if new == 6 else "eos")     # the tiny models have an EOS
+    assert document["summary"]["finish_reason"] == ("length" if new == 6 else "eos")  # the tiny models have an EOS
     assert document["config"]["gamma"] == 3 and document["pair"]["target"] == local_pair[1]
-    assert document["baseline"]["token_ids"] == document["token_ids"]           # greedy: the same text
-    assert document["speedup"] == pytest.approx(document["summary"]["tokens_per_second"]
-                                                / document["baseline"]["tokens_per_second"])
+    assert document["baseline"]["token_ids"] == document["token_ids"]  # greedy: the same text
+    assert document["speedup"] == pytest.approx(
+        document["summary"]["tokens_per_second"] / document["baseline"]["tokens_per_second"]
+    )
     assert sum(len(r["drafted"]) > 0 for r in document["rounds"]) == len(document["rounds"]) > 0
     saved = load_trace(path)
     assert list(saved.summary.token_ids) == document["token_ids"] and saved.baseline_summary is not None
 
 
 def test_generate_prints_the_run_and_the_baseline(local_pair, capsys):
-    code = main(["generate", "--prompt", "abc ab", "--raw", "--max-new-tokens", "5", "--baseline",
-                 "--alternatives", "1", *local_pair])
+    code = main(
+        [
+            "generate",
+            "--prompt",
+            "abc ab",
+            "--raw",
+            "--max-new-tokens",
+            "5",
+            "--baseline",
+            "--alternatives",
+            "1",
+            *local_pair,
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert re.search(r"^\d tokens in \d+ rounds, acceptance [\d.]+", out, re.MULTILINE), out
     assert re.search(r"^alternatives: \d+ of \d+ rounds kept one", out, re.MULTILINE), out
-    assert re.search(r"^baseline \(target alone\): [\d.]+ tok/s; speed-up [\d.]+x; texts identical$", out,
-                     re.MULTILINE), out
+    assert re.search(
+        r"^baseline \(target alone\): [\d.]+ tok/s; speed-up [\d.]+x; texts identical$", out, re.MULTILINE
+    ), out
 
 
 def test_bench_through_the_cli_on_a_local_pair(local_pair, tmp_path, capsys):
     prompts = tmp_path / "prompts.json"
     prompts.write_text(json.dumps({"code": ["abc abc", "a b c"], "prose": ["the cat"]}))
     out, curve = tmp_path / "out" / "bench.json", tmp_path / "curve.json"
-    code = main(["bench", *local_pair, "--prompts", str(prompts), "--categories", "code,prose", "--per-category", "1",
-                 "--max-new-tokens", "4", "--curve-gammas", "1", "--no-warmup", "--raw", "--aggregate", "mean",
-                 "--methods", "baseline,speculative,hf_matched", "--json", str(out), "--curve-out", str(curve)])
+    code = main(
+        [
+            "bench",
+            *local_pair,
+            "--prompts",
+            str(prompts),
+            "--categories",
+            "code,prose",
+            "--per-category",
+            "1",
+            "--max-new-tokens",
+            "4",
+            "--curve-gammas",
+            "1",
+            "--no-warmup",
+            "--raw",
+            "--aggregate",
+            "mean",
+            "--methods",
+            "baseline,speculative,hf_matched",
+            "--json",
+            str(out),
+            "--curve-out",
+            str(curve),
+        ]
+    )
     printed = capsys.readouterr().out
     assert code == 0
     doc = json.loads(out.read_text())

@@ -3,6 +3,7 @@
 torch.compile's "eager" backend traces the same graphs without generating code, so these tests are
 fast; scripts/gpu_check.sh runs the real thing (inductor, CUDA graphs) on a GPU.
 """
+
 import pytest
 import torch
 
@@ -31,8 +32,9 @@ def compiled():
 
 
 # auto picks draft lengths from measured times, so only its greedy output is reproducible run to run.
-@pytest.mark.parametrize("schedule, temperature", [("constant", 0.0), ("constant", 1.0), ("adaptive", 0.0),
-                                                   ("adaptive", 1.0), ("auto", 0.0)])
+@pytest.mark.parametrize(
+    "schedule, temperature", [("constant", 0.0), ("constant", 1.0), ("adaptive", 0.0), ("adaptive", 1.0), ("auto", 0.0)]
+)
 def test_compiled_runs_equal_eager_runs(plain, compiled, schedule, temperature):
     config = SpecConfig(gamma=4, schedule=schedule, temperature=temperature, seed=2, max_new_tokens=40)
     (eager_pair, ids), (fast_pair, _) = plain, compiled
@@ -47,9 +49,9 @@ def test_compiled_steps_are_used_and_the_cache_is_static(compiled):
     decoder = compiled_decoder(pair.target)
     before = decoder.steps
     _, base = run_to_end(autoregressive_generate(pair, ids, SpecConfig(max_new_tokens=10)))
-    assert decoder.steps - before == 10                       # every step after the prompt pass
+    assert decoder.steps - before == 10  # every step after the prompt pass
     out = pair.target.generate(torch.tensor([ids]), max_new_tokens=10, do_sample=False, min_new_tokens=10)
-    assert list(base.token_ids) == out[0, len(ids):].tolist()
+    assert list(base.token_ids) == out[0, len(ids) :].tolist()
     state = CachedModel(pair.target, pair.target.config.vocab_size)
     assert type(state.cache).__name__ == "StaticCache"
 

@@ -1,4 +1,5 @@
 """Exactness and bookkeeping of the engine on tiny random models."""
+
 import threading
 
 import pytest
@@ -44,15 +45,16 @@ def test_greedy_equals_transformers_generate(pair, prompt_ids):
     config = SpecConfig(gamma=4, max_new_tokens=40)
     _, spec = run_to_end(speculative_generate(pair, prompt_ids, config))
     out = pair.target.generate(torch.tensor([prompt_ids]), max_new_tokens=40, do_sample=False, min_new_tokens=40)
-    assert list(spec.token_ids) == out[0, len(prompt_ids):].tolist()
+    assert list(spec.token_ids) == out[0, len(prompt_ids) :].tolist()
 
 
 def test_confidence_threshold_shortens_drafts(pair, prompt_ids):
     loose = run_to_end(speculative_generate(pair, prompt_ids, SpecConfig(gamma=8, max_new_tokens=40)))[1]
-    strict = run_to_end(speculative_generate(
-        pair, prompt_ids, SpecConfig(gamma=8, max_new_tokens=40, draft_confidence=0.99)))
+    strict = run_to_end(
+        speculative_generate(pair, prompt_ids, SpecConfig(gamma=8, max_new_tokens=40, draft_confidence=0.99))
+    )
     assert all(len(r.drafted) == 1 for r in strict[0])  # the tiny draft is never 99% sure
-    assert strict[1].token_ids == loose.token_ids        # and the output is unchanged
+    assert strict[1].token_ids == loose.token_ids  # and the output is unchanged
 
 
 def test_adaptive_schedule_rule(pair, prompt_ids):
@@ -77,14 +79,14 @@ def test_events_agree_with_output(pair, prompt_ids, temperature, drafter):
         assert r.position == len(produced)
         verdicts = [d.verdict for d in r.drafted]
         assert verdicts.count("accepted") == r.n_accepted
-        assert verdicts[:r.n_accepted] == ["accepted"] * r.n_accepted
+        assert verdicts[: r.n_accepted] == ["accepted"] * r.n_accepted
         if r.rejection_index is None:
             assert r.n_accepted == len(r.drafted) and r.next_source == "bonus"
         else:
             assert r.rejection_index == r.n_accepted and verdicts[r.n_accepted] == "rejected"
-            assert set(verdicts[r.n_accepted + 1:]) <= {"unchecked"}
+            assert set(verdicts[r.n_accepted + 1 :]) <= {"unchecked"}
             assert r.next_source == "resampled"
-        assert list(r.appended) == [d.id for d in r.drafted[:r.n_accepted]] + [r.next_token.id]
+        assert list(r.appended) == [d.id for d in r.drafted[: r.n_accepted]] + [r.next_token.id]
         for d in r.drafted:
             assert d.ratio == pytest.approx(min(1.0, d.p / d.q), rel=1e-5)
             assert (d.u is None) == (temperature == 0.0 or d.verdict == "unchecked")
@@ -160,7 +162,7 @@ def test_eos_ends_the_run(pair, prompt_ids):
         pair.target.generation_config.eos_token_id = None
     first = free.token_ids.index(eos)
     assert spec.finish_reason == base.finish_reason == "eos"
-    assert spec.token_ids == base.token_ids == free.token_ids[:first + 1]
+    assert spec.token_ids == base.token_ids == free.token_ids[: first + 1]
     assert rounds[-1].appended[-1] == eos
     # The drafters stop at an end-of-sequence token: nothing drafted after it could be kept.
     assert all(eos not in [d.id for d in r.drafted[:-1]] for r in rounds)
@@ -171,7 +173,7 @@ def test_drafts_stop_at_end_of_sequence(pair, prompt_ids, drafter):
     config = SpecConfig(gamma=8, max_new_tokens=60, drafter=drafter, lookahead=8)
     free_rounds, _ = run_to_end(speculative_generate(pair, prompt_ids, config))
     drafted = [d.id for r in free_rounds for d in r.drafted[:-1]]
-    eos = max(set(drafted), key=drafted.count)      # a token the drafter proposes mid-draft often
+    eos = max(set(drafted), key=drafted.count)  # a token the drafter proposes mid-draft often
     pair.target.generation_config.eos_token_id = eos
     try:
         rounds, _ = run_to_end(speculative_generate(pair, prompt_ids, config))
@@ -211,8 +213,18 @@ def test_empty_prompt_is_refused(pair):
         run_to_end(speculative_generate(pair, [], SpecConfig()))
 
 
-@pytest.mark.parametrize("bad", [dict(gamma=0), dict(max_new_tokens=0), dict(max_new_tokens=10**6),
-                                 dict(temperature=-0.1), dict(top_p=0.0), dict(top_p=1.5), dict(top_k=-1)])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(gamma=0),
+        dict(max_new_tokens=0),
+        dict(max_new_tokens=10**6),
+        dict(temperature=-0.1),
+        dict(top_p=0.0),
+        dict(top_p=1.5),
+        dict(top_k=-1),
+    ],
+)
 def test_bad_config_is_refused(bad):
     with pytest.raises(ConfigError):
         SpecConfig(**bad).validate()
@@ -228,9 +240,11 @@ def test_lookup_continuation():
 def test_lookahead_drafts_the_same_tokens_with_fewer_forwards(pair, prompt_ids, temperature):
     """Prompt-lookup guesses only save draft forwards: each d_i is still drawn from its own q_i (same
     generator draws in the same order), so drafts, q, verdicts and output match one-token drafting."""
+
     def run(lookahead):
         config = SpecConfig(gamma=6, temperature=temperature, seed=5, max_new_tokens=60, lookahead=lookahead)
         return run_to_end(speculative_generate(pair, prompt_ids, config))
+
     (plain_rounds, plain), (look_rounds, look) = run(0), run(6)
     assert look.token_ids == plain.token_ids
     assert [[d.id for d in r.drafted] for r in look_rounds] == [[d.id for d in r.drafted] for r in plain_rounds]
@@ -258,16 +272,17 @@ def test_lookahead_keeps_the_draft_cache_consistent(pair, prompt_ids):
     for _ in range(6):
         draft = drafter.propose(committed, 8, build_warpers(config), None, True, 0.0)
         assert drafter.state.cache.get_seq_length() == drafter.state.length
-        assert drafter.state.ids[:len(committed) + len(draft.ids) - 1] == committed + draft.ids[:-1]
-        committed = committed + draft.ids[:len(draft.ids) // 2] + [7]   # a partial accept and a correction
+        assert drafter.state.ids[: len(committed) + len(draft.ids) - 1] == committed + draft.ids[:-1]
+        committed = committed + draft.ids[: len(draft.ids) // 2] + [7]  # a partial accept and a correction
         drafter.rollback(committed)
-        assert drafter.state.ids == committed[:len(drafter.state.ids)]
+        assert drafter.state.ids == committed[: len(drafter.state.ids)]
     fresh = pair.draft(torch.tensor([committed])).logits[0, -1]
     torch.testing.assert_close(drafter.state.feed(drafter.state.pending(committed))[0], fresh, atol=1e-4, rtol=1e-4)
 
 
-@pytest.mark.parametrize("options", [{}, {"lookahead": 4}, {"alternatives": 2}],
-                         ids=["plain", "lookahead", "alternatives"])
+@pytest.mark.parametrize(
+    "options", [{}, {"lookahead": 4}, {"alternatives": 2}], ids=["plain", "lookahead", "alternatives"]
+)
 @pytest.mark.parametrize("target_rows, draft_rows", [(29, 32), (32, 29)], ids=["wider draft", "wider target"])
 def test_unequal_widths_greedy_equals_target_alone(target_rows, draft_rows, options):
     """A draft wider than the target never proposes an id the target cannot embed (its extra ids are masked out of
@@ -280,10 +295,10 @@ def test_unequal_widths_greedy_equals_target_alone(target_rows, draft_rows, opti
         rounds, spec = run_to_end(speculative_generate(pair, ids, config))
         _, base = run_to_end(autoregressive_generate(pair, ids, config))
         out = pair.target.generate(torch.tensor([ids]), max_new_tokens=40, do_sample=False, min_new_tokens=40)
-        assert spec.token_ids == base.token_ids == tuple(out[0, len(ids):].tolist())
+        assert spec.token_ids == base.token_ids == tuple(out[0, len(ids) :].tolist())
         drafted = [d.id for r in rounds for d in r.drafted + r.alternatives]
         assert drafted and max(drafted) < target_rows and spec.accepted > 0
-        if target_rows > draft_rows:   # the draft really met ids it has no embedding for
+        if target_rows > draft_rows:  # the draft really met ids it has no embedding for
             assert max(spec.token_ids) >= TOKENS
 
 

@@ -1,4 +1,5 @@
 """The oneDNN prepacked target (specviz.fastpath): the same function as the model it replaces, for every row count."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,7 +22,7 @@ def packed_copy(model: nn.Module) -> nn.Module:
 @pytest.mark.parametrize("tied", [False, True])
 def test_prepacked_model_computes_the_same_logits_for_1_to_9_new_tokens(tied):
     model = tiny_model(vocab_size=97, seed=3, hidden=64, layers=2)
-    if tied:     # the LM head shares the embedding's weight, as in the built-in pair
+    if tied:  # the LM head shares the embedding's weight, as in the built-in pair
         model.config.tie_word_embeddings = True
         model.lm_head.weight = model.model.embed_tokens.weight
     packed = packed_copy(model)
@@ -33,9 +34,9 @@ def test_prepacked_model_computes_the_same_logits_for_1_to_9_new_tokens(tied):
     assert not any(type(m) is nn.Linear for m in packed.modules())
     ids = torch.randint(0, 97, (1, 20), generator=torch.Generator().manual_seed(0))
     with torch.inference_mode():
-        for rows in range(1, 10):     # a decode step, and verifies over up to 8 drafted tokens (padded below 4)
-            expected = model(input_ids=ids[:, :10 + rows]).logits
-            got = packed(input_ids=ids[:, :10 + rows]).logits
+        for rows in range(1, 10):  # a decode step, and verifies over up to 8 drafted tokens (padded below 4)
+            expected = model(input_ids=ids[:, : 10 + rows]).logits
+            got = packed(input_ids=ids[:, : 10 + rows]).logits
             assert got.shape == expected.shape
             torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
     assert torch.equal(packed.model.embed_tokens.weight, model.model.embed_tokens.weight)
@@ -44,7 +45,7 @@ def test_prepacked_model_computes_the_same_logits_for_1_to_9_new_tokens(tied):
 def test_only_float32_linear_layers_are_packed():
     quantized = quantize_draft(tiny_model(vocab_size=31, seed=1))
     before = [type(m) for m in quantized.modules()]
-    assert prepack_linears(quantized) == 0 and not is_prepacked(quantized)   # int8 layers (the LM head too) stay
+    assert prepack_linears(quantized) == 0 and not is_prepacked(quantized)  # int8 layers (the LM head too) stay
     assert [type(m) for m in quantized.modules()] == before
     assert prepack_linears(tiny_model(vocab_size=31, seed=1).to(torch.float64)) == 0
 
@@ -52,10 +53,10 @@ def test_only_float32_linear_layers_are_packed():
 def test_padding_few_rows_changes_no_row():
     linear = nn.Linear(48, 40)
     packed = PrepackedLinear(linear, batch_hint=8, min_rows=4)
-    x = torch.randn(3, 2, 48)      # 6 rows: unpadded
+    x = torch.randn(3, 2, 48)  # 6 rows: unpadded
     with torch.inference_mode():
         torch.testing.assert_close(packed(x), linear(x), rtol=1e-5, atol=1e-5)
-        for rows in (1, 2, 3):     # padded with zero rows to 4, then cut back
+        for rows in (1, 2, 3):  # padded with zero rows to 4, then cut back
             part = x.reshape(-1, 48)[:rows].reshape(1, rows, 48)
             assert packed(part).shape == (1, rows, 40)
             torch.testing.assert_close(packed(part), linear(part), rtol=1e-5, atol=1e-5)

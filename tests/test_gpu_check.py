@@ -2,6 +2,7 @@
 
 The GPU machine is lent rarely and briefly: this keeps the script from rotting between loans.
 """
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,23 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_gpu_check_script_runs_on_cpu_with_compiled_steps(tmp_path):
-    command = [sys.executable, "scripts/gpu_check.py", "--device", "cpu", "--dry-run", "--compile", "on",
-               "--max-new-tokens", "8", "--per-category", "1", "--curve-gammas", "3", "--out", str(tmp_path)]
+    command = [
+        sys.executable,
+        "scripts/gpu_check.py",
+        "--device",
+        "cpu",
+        "--dry-run",
+        "--compile",
+        "on",
+        "--max-new-tokens",
+        "8",
+        "--per-category",
+        "1",
+        "--curve-gammas",
+        "3",
+        "--out",
+        str(tmp_path),
+    ]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "Verify-cost curve" in done.stdout and "cost ratio c" in done.stdout
@@ -23,7 +39,7 @@ def test_gpu_check_script_runs_on_cpu_with_compiled_steps(tmp_path):
     assert {"eager", "compiled"} <= set(results)
     for label, run in results.items():
         overall = run["overall"]
-        assert overall["identical"], label      # greedy: speculative text is the baseline's, compiled or not
+        assert overall["identical"], label  # greedy: speculative text is the baseline's, compiled or not
         assert overall["new_tokens"]["baseline"] == overall["new_tokens"]["speculative"] == 16
         curve = run["verify_curve"]
         assert curve["gamma"] == [0, 1, 2, 3] and len(curve["target_seconds"]) == 4

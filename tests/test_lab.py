@@ -1,5 +1,6 @@
 """The app's helpers outside Streamlit: lab aggregations, the lossless experiment, background jobs,
 chart builders, and the HTML pieces (which must escape whatever text a model or a file brings)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -34,6 +35,7 @@ def trace():
 
 # --- lab ------------------------------------------------------------------------------------------
 
+
 def test_acceptance_by_position_counts_only_checked_tokens(trace):
     stats = lab.acceptance_by_position([trace])
     checked = sum(1 for r in trace.rounds for d in r.drafted if d.verdict != "unchecked")
@@ -41,7 +43,7 @@ def test_acceptance_by_position_counts_only_checked_tokens(trace):
     assert sum(s.reached for s in stats) == checked
     assert sum(s.accepted for s in stats) == accepted == trace.summary.accepted
     assert stats[0].position == 1 and stats[0].reached == sum(1 for r in trace.rounds if r.drafted)
-    assert all(s.reached >= t.reached for s, t in zip(stats, stats[1:], strict=False))   # fewer reach later positions
+    assert all(s.reached >= t.reached for s, t in zip(stats, stats[1:], strict=False))  # fewer reach later positions
 
 
 def test_token_origins_rebuild_the_output(trace):
@@ -50,7 +52,7 @@ def test_token_origins_rebuild_the_output(trace):
     assert "".join(t.text for t in origins) == trace.summary.text
     for event in trace.rounds:
         mine = [t for t in origins if t.round == event.index]
-        assert [t.origin for t in mine[:event.n_accepted]] == ["accepted"] * event.n_accepted
+        assert [t.origin for t in mine[: event.n_accepted]] == ["accepted"] * event.n_accepted
         assert mine[-1].origin == event.next_source
 
 
@@ -68,16 +70,21 @@ def test_plan_batch_covers_every_combination():
     prompts = {"code": ["a", "b", "c"], "prose": ["d"]}
     plan = lab.plan_batch(prompts, ["code", "prose"], 2, [0.0, 1.0], ["model", "ngram"], ["constant"], SpecConfig())
     assert len(plan) == (2 + 1) * 2 * 2
-    assert {(p.config.temperature, p.config.drafter) for p in plan} == {(0.0, "model"), (0.0, "ngram"),
-                                                                       (1.0, "model"), (1.0, "ngram")}
+    assert {(p.config.temperature, p.config.drafter) for p in plan} == {
+        (0.0, "model"),
+        (0.0, "ngram"),
+        (1.0, "model"),
+        (1.0, "ngram"),
+    }
     for planned in plan:
         planned.config.validate()
 
 
 def test_run_batch_and_the_drafter_comparison(pair):
     prompts = {"repetition": ["abc abc abc abc"]}
-    plan = lab.plan_batch(prompts, ["repetition"], 1, [0.0], ["model", "ngram"], ["constant", "adaptive"],
-                          SpecConfig(max_new_tokens=12))
+    plan = lab.plan_batch(
+        prompts, ["repetition"], 1, [0.0], ["model", "ngram"], ["constant", "adaptive"], SpecConfig(max_new_tokens=12)
+    )
     seen = []
     runs = lab.run_batch(pair, plan, chat=False, on_progress=lambda i, n, p: seen.append((i, n)))
     assert seen == [(0, 4), (1, 4), (2, 4), (3, 4)] and len(runs) == 4
@@ -99,7 +106,7 @@ def test_measured_point_matches_theory(trace):
     s = trace.summary
     g = s.drafted / s.rounds
     assert point.g == pytest.approx(g)
-    assert point.a * (1 - point.a ** g) / (1 - point.a) == pytest.approx(s.accepted / s.rounds, rel=1e-6)
+    assert point.a * (1 - point.a**g) / (1 - point.a) == pytest.approx(s.accepted / s.rounds, rel=1e-6)
     t_target = sum(e.seconds for e in trace.baseline) / len(trace.baseline)
     assert point.c == pytest.approx(s.draft_seconds / s.draft_forwards / t_target)
     assert point.predicted_speedup == pytest.approx(theory.speedup(point.a, g, point.c))
@@ -113,7 +120,7 @@ def test_measured_point_counts_only_the_chain_in_a(pair):
     assert kept > 0
     s = with_alternatives.summary
     point = lab.measured_point(with_alternatives)
-    assert point.a * (1 - point.a ** point.g) / (1 - point.a) == pytest.approx((s.accepted - kept) / s.rounds, rel=1e-6)
+    assert point.a * (1 - point.a**point.g) / (1 - point.a) == pytest.approx((s.accepted - kept) / s.rounds, rel=1e-6)
 
 
 def test_race_helpers(trace):
@@ -125,16 +132,22 @@ def test_race_helpers(trace):
     assert times == sorted(times) and len(times) == trace.summary.new_tokens
     costs = lab.cost_breakdown(trace)
     assert costs.verify_in_steps is not None and costs.tokens_per_round == pytest.approx(
-        trace.summary.new_tokens / trace.summary.rounds)
-    different = dataclasses.replace(trace, baseline_summary=dataclasses.replace(
-        trace.baseline_summary, token_ids=(0,) + trace.baseline_summary.token_ids[1:]))
+        trace.summary.new_tokens / trace.summary.rounds
+    )
+    different = dataclasses.replace(
+        trace,
+        baseline_summary=dataclasses.replace(
+            trace.baseline_summary, token_ids=(0,) + trace.baseline_summary.token_ids[1:]
+        ),
+    )
     assert lab.greedy_identity(different).first_difference == 0
 
 
 # --- lossless -------------------------------------------------------------------------------------
 
+
 def test_lossless_experiment_is_exact_and_the_broken_one_is_not():
-    pair = tiny_pair("abcde", seed=1, noise=0.6)                 # a draft far from the target
+    pair = tiny_pair("abcde", seed=1, noise=0.6)  # a draft far from the target
     dist = next_token_distributions(pair, "abcab", SpecConfig(temperature=1.0), chat=False)
     good = lossless_experiment(dist, n=200_000, seed=0)
     bad = lossless_experiment(dist, n=200_000, seed=0, resample_residual=False)
@@ -153,9 +166,11 @@ def test_lossless_refuses_greedy(pair):
 
 # --- jobs -----------------------------------------------------------------------------------------
 
+
 def test_job_reports_user_errors_as_one_line():
     def work(job):
         SpecConfig(gamma=99).validate()
+
     job = start_job("t", work)
     assert job.join(10) and job.state == "failed"
     assert job.error.startswith("gamma must be between 1 and 32")
@@ -167,6 +182,7 @@ def test_out_of_memory_is_explained_and_the_cache_released():
 
     def work(job):
         raise oom
+
     job = start_job("t", work)
     assert job.join(10) and job.state == "failed" and "ran out of memory" in job.error
 
@@ -192,8 +208,18 @@ def test_job_waits_for_a_held_lock_and_can_give_up():
 def test_job_reports_the_wait_of_a_run(pair):
     """run_trace takes the device's lock itself; the job shows the wait through on_wait."""
     with device_lock(pair.device):
-        job = start_job("t", lambda job: run_trace(pair, "abc", SpecConfig(max_new_tokens=4), chat=False,
-                                                   cancel=job.cancel, on_event=job.on_event, on_wait=job.on_wait))
+        job = start_job(
+            "t",
+            lambda job: run_trace(
+                pair,
+                "abc",
+                SpecConfig(max_new_tokens=4),
+                chat=False,
+                cancel=job.cancel,
+                on_event=job.on_event,
+                on_wait=job.on_wait,
+            ),
+        )
         deadline = time.monotonic() + 5
         while job.state != "waiting" and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -209,6 +235,7 @@ def test_pair_loader_tiny_override_and_errors():
 
 
 # --- charts and HTML ------------------------------------------------------------------------------
+
 
 def test_charts_build_from_a_trace(trace):
     rejected = next(r for r in trace.rounds if r.rejection_index is not None)
@@ -233,20 +260,26 @@ def test_visible_whitespace():
 
 def test_html_pieces_escape_model_and_file_text(trace):
     from specviz import markup as ui
+
     evil = "<img src=x onerror=alert(1)>"
     event = trace.rounds[0]
     drafted = tuple(dataclasses.replace(d, text=evil) for d in event.drafted)
     event = dataclasses.replace(event, drafted=drafted, next_token=TokenProb(1, evil, 0.5))
-    for html in (ui.round_chips_html(event, greedy=False), ui.text_html(evil, [event]),
-                 ui.kv_cache_html(event, len(trace.prompt_ids), "model")):
+    for html in (
+        ui.round_chips_html(event, greedy=False),
+        ui.text_html(evil, [event]),
+        ui.kv_cache_html(event, len(trace.prompt_ids), "model"),
+    ):
         assert "<img" not in html and "&lt;img" in html
 
 
 def test_chips_show_the_numbers_and_verdicts(trace):
     from specviz import markup as ui
+
     event = next(r for r in trace.rounds if r.rejection_index is not None)
-    sampled = dataclasses.replace(event, drafted=tuple(
-        dataclasses.replace(d, u=0.5 if d.verdict != "unchecked" else None) for d in event.drafted))
+    sampled = dataclasses.replace(
+        event, drafted=tuple(dataclasses.replace(d, u=0.5 if d.verdict != "unchecked" else None) for d in event.drafted)
+    )
     html = ui.round_chips_html(sampled, greedy=False)
     assert html.count('class="sv-chip sv-rejected"') == 1
     assert html.count('class="sv-chip sv-accepted"') == event.n_accepted
@@ -263,6 +296,7 @@ def test_config_errors_reach_the_user_as_their_message():
 
 def test_the_answer_so_far_cannot_walk_around_the_prompt_limits(pair):
     from specviz.runs import PromptError
+
     config = SpecConfig(temperature=1.0)
     with pytest.raises(PromptError, match="the prompt and the answer so far are 8003 characters long"):
         next_token_distributions(pair, "abc", config, chat=False, answer_prefix="x" * 8000)

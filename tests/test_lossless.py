@@ -4,6 +4,7 @@ The exact joint distribution of the first two generated tokens is enumerated fro
 6-token vocabulary and compared with many seeded speculative runs by a chi-square test. The same
 test, with the residual resample replaced by a draw from q (a classic mistake), must fail.
 """
+
 import math
 
 import pytest
@@ -119,9 +120,9 @@ def test_lossless_page_with_unequal_widths(target_rows, draft_rows):
     assert float(dist.q.sum()) == pytest.approx(1.0, abs=1e-5)
     ids = pair.encode_prompt(UNEQUAL_PROMPT, chat=False)
     with torch.inference_mode():
-        own = torch.softmax(pair.draft(torch.tensor([ids])).logits[0, -1], -1)   # the draft's own q, all its ids
+        own = torch.softmax(pair.draft(torch.tensor([ids])).logits[0, -1], -1)  # the draft's own q, all its ids
     if draft_rows > target_rows:
-        assert float(own[target_rows:].sum()) > 0.1                              # mass the draft may not propose
+        assert float(own[target_rows:].sum()) > 0.1  # mass the draft may not propose
         torch.testing.assert_close(dist.q, own[:target_rows] / own[:target_rows].sum())
     else:
         assert (dist.q[draft_rows:] == 0).all()
@@ -151,7 +152,7 @@ def test_vectorised_sampler_is_lossless_and_the_broken_one_is_not():
 
     good = total_variation(speculative_samples(p, q, n, generator))
     broken = total_variation(speculative_samples(p, q, n, generator, resample_residual=False))
-    assert good < 0.01          # sampling noise alone: about 0.5 * sum sqrt(p / n) ~ 0.007
+    assert good < 0.01  # sampling noise alone: about 0.5 * sum sqrt(p / n) ~ 0.007
     assert broken > 0.05
     for alternatives in (1, 3):  # recursive rejection sampling over further candidates from q
         assert total_variation(speculative_samples(p, q, n, generator, alternatives=alternatives)) < 0.01
@@ -165,11 +166,11 @@ def test_alternatives_keep_more_candidates_and_the_exact_rate_matches():
     generator = torch.Generator().manual_seed(3)
     p = torch.softmax(torch.randn(20, generator=generator) * 2, -1)
     q = torch.softmax(torch.randn(20, generator=generator) * 2, -1)
-    q[:4] = 0.0                                                   # tokens 0-3: the draft never proposes them,
-    q /= q.sum()                                                  # only the final fallback can produce them
+    q[:4] = 0.0  # tokens 0-3: the draft never proposes them,
+    q /= q.sum()  # only the final fallback can produce them
     rates = [kept_probability(p, q, k) for k in range(4)]
     assert rates[0] == pytest.approx(float(torch.minimum(p, q).sum()), abs=1e-6)
-    assert all(a < b for a, b in zip(rates, rates[1:], strict=False))          # each further candidate can only help
+    assert all(a < b for a, b in zip(rates, rates[1:], strict=False))  # each further candidate can only help
     # Monte Carlo: tokens 0-3 come out exactly when no candidate was kept, as a draw from the final residual.
     n, k = 200_000, 2
     left = residual(residual(residual(p, q), q), q)

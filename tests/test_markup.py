@@ -1,6 +1,7 @@
 """specviz.markup on hostile traces: every string and number field of a round or a trace holds values an
 uploaded file could carry (markup, quotes, huge or non-finite numbers, strings where numbers belong), and
 every builder must escape them, draw class names only from its own fixed set, and stay small."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -17,14 +18,25 @@ from specviz.trace import DraftedToken, RoundEvent, TokenProb, Trace, load_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACE = load_trace(ROOT / "tests" / "data" / "tiny_trace.json")
-LIMIT = 5_000_000   # bytes of HTML one builder may produce, whatever the trace says
+LIMIT = 5_000_000  # bytes of HTML one builder may produce, whatever the trace says
 
-HOSTILE = ['"><a href=x style="position:fixed;inset:0">', "<script>alert(1)</script>", "<img src=x onerror=alert(1)>",
-           "' onmouseover='alert(1)", "`` [link](javascript:alert(1)) ``", "accepted\" onclick=\"x", "sv-x\"><a"]
-texts = st.one_of(st.sampled_from(HOSTILE), st.text(max_size=40),
-                  st.sampled_from(HOSTILE).map(lambda s: s * 3))
-numbers = st.one_of(st.integers(min_value=-10**12, max_value=10**12), st.just(10**18), st.just(-1),
-                    st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([math.nan, math.inf, -math.inf]))
+HOSTILE = [
+    '"><a href=x style="position:fixed;inset:0">',
+    "<script>alert(1)</script>",
+    "<img src=x onerror=alert(1)>",
+    "' onmouseover='alert(1)",
+    "`` [link](javascript:alert(1)) ``",
+    'accepted" onclick="x',
+    'sv-x"><a',
+]
+texts = st.one_of(st.sampled_from(HOSTILE), st.text(max_size=40), st.sampled_from(HOSTILE).map(lambda s: s * 3))
+numbers = st.one_of(
+    st.integers(min_value=-(10**12), max_value=10**12),
+    st.just(10**18),
+    st.just(-1),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([math.nan, math.inf, -math.inf]),
+)
 anything = st.one_of(texts, numbers, st.none(), st.booleans())
 verdicts = st.one_of(st.sampled_from(["accepted", "rejected", "unchecked"]), texts)
 
@@ -36,20 +48,39 @@ def tokens(draw) -> TokenProb:
 
 @st.composite
 def drafted(draw) -> DraftedToken:
-    return DraftedToken(id=draw(anything), text=draw(texts), q=draw(anything), p=draw(anything), ratio=draw(anything),
-                        u=draw(anything), verdict=draw(verdicts), from_lookahead=draw(st.booleans()))
+    return DraftedToken(
+        id=draw(anything),
+        text=draw(texts),
+        q=draw(anything),
+        p=draw(anything),
+        ratio=draw(anything),
+        u=draw(anything),
+        verdict=draw(verdicts),
+        from_lookahead=draw(st.booleans()),
+    )
 
 
 @st.composite
 def rounds(draw) -> RoundEvent:
     base = TRACE.rounds[draw(st.integers(0, len(TRACE.rounds) - 1))]
     changes = dict(
-        index=draw(anything), position=draw(anything), gamma=draw(anything),
-        drafted=tuple(draw(st.lists(drafted(), max_size=6))), n_accepted=draw(anything),
-        rejection_index=draw(anything), next_token=draw(tokens()), next_source=draw(texts | st.just("resampled")),
-        appended=tuple(range(draw(st.integers(0, 8)))), alternatives=tuple(draw(st.lists(drafted(), max_size=3))),
-        target_cache_before=draw(anything), target_cache_after=draw(anything), draft_cache_before=draw(anything),
-        draft_cache_after=draw(anything), draft_forwards=draw(anything), elapsed=draw(anything))
+        index=draw(anything),
+        position=draw(anything),
+        gamma=draw(anything),
+        drafted=tuple(draw(st.lists(drafted(), max_size=6))),
+        n_accepted=draw(anything),
+        rejection_index=draw(anything),
+        next_token=draw(tokens()),
+        next_source=draw(texts | st.just("resampled")),
+        appended=tuple(range(draw(st.integers(0, 8)))),
+        alternatives=tuple(draw(st.lists(drafted(), max_size=3))),
+        target_cache_before=draw(anything),
+        target_cache_after=draw(anything),
+        draft_cache_before=draw(anything),
+        draft_cache_after=draw(anything),
+        draft_forwards=draw(anything),
+        elapsed=draw(anything),
+    )
     keep = draw(st.sets(st.sampled_from(sorted(changes))))
     return dataclasses.replace(base, **{k: v for k, v in changes.items() if k not in keep})
 
@@ -63,18 +94,72 @@ def builders(event: RoundEvent, prompt: object) -> dict[str, str]:
         "plain": markup.plain_text_html(prompt, [event.next_token.text, *(d.text for d in event.drafted)], caret=True),
         "kv_model": markup.kv_cache_html(event, 7, "model"),
         "kv_ngram": markup.kv_cache_html(event, event.position, "ngram"),
-        "lane": markup.lane_html(name="Speculative", kind="speculative",
-                                 body=markup.text_html(prompt, [event]), done=3, total=5, rate=1.5),
+        "lane": markup.lane_html(
+            name="Speculative", kind="speculative", body=markup.text_html(prompt, [event]), done=3, total=5, rate=1.5
+        ),
     }
 
 
 ALLOWED_CLASSES = {
-    "sv-chip", "sv-accepted", "sv-rejected", "sv-unchecked", "sv-resampled", "sv-bonus", "sv-alt", "sv-pos", "sv-tok",
-    "sv-verdict", "sv-nums", "k", "v", "q", "p", "muted", "pass", "fail", "sv-branch", "sv-chips", "sv-arrow",
-    "sv-round-head", "sv-step", "sv-text", "sv-follow", "sv-prompt", "sv-t", "sv-current", "sv-future", "sv-caret",
-    "sv-plain", "nl", "sv-more", "sv-kv", "group", "lbl", "row", "len", "sv-cell", "old", "pending", "accepted",
-    "rejected", "unchecked", "alt", "dropped", "more", "sv-lane", "sv-lane-head", "name", "spec", "plain", "stats",
-    "bar", "sv-legend", "sw", "resampled", "bonus", "prompt",
+    "sv-chip",
+    "sv-accepted",
+    "sv-rejected",
+    "sv-unchecked",
+    "sv-resampled",
+    "sv-bonus",
+    "sv-alt",
+    "sv-pos",
+    "sv-tok",
+    "sv-verdict",
+    "sv-nums",
+    "k",
+    "v",
+    "q",
+    "p",
+    "muted",
+    "pass",
+    "fail",
+    "sv-branch",
+    "sv-chips",
+    "sv-arrow",
+    "sv-round-head",
+    "sv-step",
+    "sv-text",
+    "sv-follow",
+    "sv-prompt",
+    "sv-t",
+    "sv-current",
+    "sv-future",
+    "sv-caret",
+    "sv-plain",
+    "nl",
+    "sv-more",
+    "sv-kv",
+    "group",
+    "lbl",
+    "row",
+    "len",
+    "sv-cell",
+    "old",
+    "pending",
+    "accepted",
+    "rejected",
+    "unchecked",
+    "alt",
+    "dropped",
+    "more",
+    "sv-lane",
+    "sv-lane-head",
+    "name",
+    "spec",
+    "plain",
+    "stats",
+    "bar",
+    "sv-legend",
+    "sw",
+    "resampled",
+    "bonus",
+    "prompt",
 }
 
 
@@ -83,8 +168,8 @@ def assert_safe(html: str) -> None:
     lowered = html.lower()
     for raw in ("<a", "<script", "<img"):
         assert raw not in lowered, raw
-    for tag in re.findall(r"<[^>]*>", html):       # every attribute is one of ours, fully quoted
-        assert not re.search(r"\bon[a-z]+=", re.sub(r"\"[^\"]*\"", "\"\"", tag)), tag
+    for tag in re.findall(r"<[^>]*>", html):  # every attribute is one of ours, fully quoted
+        assert not re.search(r"\bon[a-z]+=", re.sub(r"\"[^\"]*\"", '""', tag)), tag
         assert re.fullmatch(r'</?[a-z]+(\s+[a-z]+(="[^"<>]*"|=[a-z-]+)?)*\s*/?>', tag), tag
     for classes in re.findall(r'class="([^"]*)"', html) + re.findall(r"class=([a-z-]+)", html):
         assert set(classes.split()) <= ALLOWED_CLASSES, classes
@@ -95,8 +180,12 @@ def assert_safe(html: str) -> None:
 def test_every_builder_escapes_hostile_rounds(event, prompt):
     for html in builders(event, prompt).values():
         assert_safe(html)
-    for words in (markup.explain_round(event, True), markup.explain_round(event, False),
-                  markup.explain_chart(event, True), markup.explain_chart(event, False)):
+    for words in (
+        markup.explain_round(event, True),
+        markup.explain_round(event, False),
+        markup.explain_chart(event, True),
+        markup.explain_chart(event, False),
+    ):
         assert_plain_markdown(words)
 
 
@@ -107,8 +196,13 @@ def assert_plain_markdown(words: str) -> None:
 
 
 @settings(max_examples=100, deadline=None)
-@given(pair=st.dictionaries(st.sampled_from(["target", "draft", "device", "dtype"]), texts),
-       note=texts, gamma=anything, temperature=anything, seed=anything)
+@given(
+    pair=st.dictionaries(st.sampled_from(["target", "draft", "device", "dtype"]), texts),
+    note=texts,
+    gamma=anything,
+    temperature=anything,
+    seed=anything,
+)
 def test_captions_escape_markdown(pair, note, gamma, temperature, seed):
     config = dataclasses.replace(TRACE.config, gamma=gamma, temperature=temperature, seed=seed)
     trace = dataclasses.replace(TRACE, pair=pair, note=note, config=config)
@@ -131,8 +225,12 @@ def test_huge_prompts_and_many_tokens_are_capped():
     assert len(html.encode()) < LIMIT and "more tokens not drawn" in html and "more characters" in html
     plain = markup.plain_text_html("p", ["<b>"] * 1_000_000)
     assert len(plain.encode()) < LIMIT and "<b>" not in plain
-    chips = markup.round_chips_html(dataclasses.replace(
-        TRACE.rounds[0], drafted=TRACE.rounds[0].drafted * 100_000, alternatives=TRACE.rounds[0].drafted * 1000), True)
+    chips = markup.round_chips_html(
+        dataclasses.replace(
+            TRACE.rounds[0], drafted=TRACE.rounds[0].drafted * 100_000, alternatives=TRACE.rounds[0].drafted * 1000
+        ),
+        True,
+    )
     assert len(chips.encode()) < LIMIT
 
 
@@ -156,8 +254,16 @@ def test_valid_traces_render_as_before():
     assert isinstance(TRACE, Trace)
 
 
-@pytest.mark.parametrize("text", ["https://evil.example/x", "see www.evil.example", "mail me@evil.example",
-                                  "HTTP://EVIL.EXAMPLE", "WWW.Evil.example"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "https://evil.example/x",
+        "see www.evil.example",
+        "mail me@evil.example",
+        "HTTP://EVIL.EXAMPLE",
+        "WWW.Evil.example",
+    ],
+)
 def test_bare_urls_and_addresses_stay_text_in_markdown(text):
     # Streamlit's markdown links these even with every special character escaped (found in the browser).
     shown = markup.md(text)

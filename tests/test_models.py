@@ -3,6 +3,7 @@
 Fast tests use tiny random Llama models saved to tmp dirs and fake part packages; the `real` test uses
 the built-in pair when it has been prepared (python -m specviz prepare).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -42,15 +43,21 @@ def test_local_pair_loads_with_names_quantized_draft_and_pad_token(tmp_path):
     draft = save_tiny(tmp_path / "draft", LETTERS, seed=1)
     pair = load_pair(PairSpec(target=str(target), draft=str(draft), device="cpu"))
 
-    assert pair.names == {"target": str(target), "draft": str(draft), "device": "cpu", "dtype": "float32",
-                          "draft_quantized": "int8", "target_kernels": "oneDNN prepacked"}
+    assert pair.names == {
+        "target": str(target),
+        "draft": str(draft),
+        "device": "cpu",
+        "dtype": "float32",
+        "draft_quantized": "int8",
+        "target_kernels": "oneDNN prepacked",
+    }
     assert pair.dtype == torch.float32 and pair.device == torch.device("cpu")
     assert not pair.target.training and not pair.draft.training
-    assert pair.target.generation_config.pad_token_id == 0          # the tokenizer has none: the EOS stands in
+    assert pair.target.generation_config.pad_token_id == 0  # the tokenizer has none: the EOS stands in
     int8 = torch.ao.nn.quantized.dynamic.Linear
     assert any(isinstance(m, int8) for m in pair.draft.modules())
     assert not any(type(m) is torch.nn.Linear for m in pair.draft.modules())
-    assert not any(isinstance(m, int8) for m in pair.target.modules())          # never the target
+    assert not any(isinstance(m, int8) for m in pair.target.modules())  # never the target
     ids = torch.tensor([pair.tokenizer("abc")["input_ids"]])
     assert pair.draft(ids).logits.shape == (1, 3, len(LETTERS) + 2)
 
@@ -68,29 +75,30 @@ def test_weights_are_prefetched_in_order_once_only_when_local_and_small_enough(t
         return real_open(file, *args, **kwargs)
 
     monkeypatch.setattr(prefetch, "open", spy, raising=False)
-    for madvise in (True, False):       # MADV_POPULATE_READ, and plain reads where the kernel has none
+    for madvise in (True, False):  # MADV_POPULATE_READ, and plain reads where the kernel has none
         opened.clear()
         if not madvise:
             monkeypatch.setattr(prefetch, "_madvise_populate", lambda fd, size, piece: False)
-        thread = models.prefetch_weights([draft, target], piece=1024)   # pieces smaller than the files
+        thread = models.prefetch_weights([draft, target], piece=1024)  # pieces smaller than the files
         assert thread is not None
         thread.join(timeout=30)
-        assert opened == ["draft", "target"]        # each safetensors file once, in the order given
+        assert opened == ["draft", "target"]  # each safetensors file once, in the order given
 
     hub = models.Source("target", "org/model", "hub", "org/model", "org/model")
-    assert models.prefetch_weights([hub]) is None                   # nothing local to read
+    assert models.prefetch_weights([hub]) is None  # nothing local to read
     monkeypatch.setattr(prefetch, "physical_memory", lambda: 1024)
-    assert models.prefetch_weights([draft, target]) is None         # would not stay in the page cache
+    assert models.prefetch_weights([draft, target]) is None  # would not stay in the page cache
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux") or
-                    tuple(int(n) for n in re.findall(r"\d+", os.uname().release)[:2]) < (5, 14),
-                    reason="MADV_POPULATE_READ is Linux 5.14+")
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or tuple(int(n) for n in re.findall(r"\d+", os.uname().release)[:2]) < (5, 14),
+    reason="MADV_POPULATE_READ is Linux 5.14+",
+)
 def test_madvise_populate_reads_a_file_in_pieces(tmp_path):
     from specviz.prefetch import _madvise_populate
 
     data = tmp_path / "weights.bin"
-    data.write_bytes(bytes(range(256)) * 4096)      # 1 MiB
+    data.write_bytes(bytes(range(256)) * 4096)  # 1 MiB
     with open(data, "rb") as handle:
         assert _madvise_populate(handle.fileno(), data.stat().st_size, piece=64 << 10)
         assert handle.read() == bytes(range(256)) * 4096
@@ -120,12 +128,12 @@ def test_fast_draft_quantization_matches_torch_quantize_dynamic(tmp_path):
     ids = torch.tensor([[3, 5, 7, 9, 2]])
     with torch.inference_mode():
         assert torch.equal(ours(ids).logits, reference(ids).logits)
-        assert not torch.equal(ours(ids).logits, model(ids).logits)          # it did quantize
+        assert not torch.equal(ours(ids).logits, model(ids).logits)  # it did quantize
 
 
 def test_vocabulary_mismatch_is_refused_naming_both_models_and_sizes(tmp_path):
-    target = save_tiny(tmp_path / "letters", LETTERS)                 # 29 tokens
-    draft = save_tiny(tmp_path / "digits", "0123456789")              # 12 tokens
+    target = save_tiny(tmp_path / "letters", LETTERS)  # 29 tokens
+    draft = save_tiny(tmp_path / "digits", "0123456789")  # 12 tokens
     with pytest.raises(ModelLoadError) as caught:
         load_pair(PairSpec(target=str(target), draft=str(draft), device="cpu"))
     message = str(caught.value)
@@ -143,7 +151,7 @@ def test_same_size_but_reordered_vocabulary_is_refused(tmp_path):
 
 def test_draft_without_tokenizer_shares_the_target_one_but_must_embed_every_token(tmp_path):
     target = save_tiny(tmp_path / "target", LETTERS)
-    bare = save_tiny(tmp_path / "bare", None, vocab_size=len(LETTERS) + 2 + 3)    # a padded head is fine
+    bare = save_tiny(tmp_path / "bare", None, vocab_size=len(LETTERS) + 2 + 3)  # a padded head is fine
     pair = load_pair(PairSpec(target=str(target), draft=str(bare), device="cpu"))
     assert pair.draft.config.vocab_size == len(pair.tokenizer) + 3
 
@@ -154,11 +162,12 @@ def test_draft_without_tokenizer_shares_the_target_one_but_must_embed_every_toke
 
 # ---------------------------------------------------------------- sources, devices, remote code
 
+
 def test_unknown_hub_id_says_not_found_and_network_needed(monkeypatch):
     import huggingface_hub.constants
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)   # read once at import
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # read once at import
     with pytest.raises(ModelLoadError) as caught:
         load_pair(PairSpec(target="specviz-tests/no-such-model", draft=None, device="cpu"))
     message = str(caught.value)
@@ -200,11 +209,13 @@ def remote_code_model(folder: Path) -> Path:
     folder.mkdir()
     (folder / "config.json").write_text(
         '{"model_type": "specviz-custom", "auto_map": {"AutoConfig": "configuration_custom.CustomConfig", '
-        '"AutoModelForCausalLM": "modeling_custom.CustomModel"}}')
+        '"AutoModelForCausalLM": "modeling_custom.CustomModel"}}'
+    )
     (folder / "configuration_custom.py").write_text(
         f"open({str(folder / 'EXECUTED')!r}, 'w').write('ran')\n"
         "from transformers import PretrainedConfig\n"
-        "class CustomConfig(PretrainedConfig):\n    model_type = 'specviz-custom'\n")
+        "class CustomConfig(PretrainedConfig):\n    model_type = 'specviz-custom'\n"
+    )
     return folder
 
 
@@ -224,6 +235,7 @@ def test_remote_code_is_refused_unless_opted_in(tmp_path, monkeypatch):
 
 # ---------------------------------------------------------------- built-in parts: assemble and verify
 
+
 def fake_parts(site: Path, chunks: list[bytes], package: str = "specviz-fake-part") -> builtin.BuiltinModel:
     """Install fake part packages (dist-info + module/data/partNN.bin) under site, like pip would."""
     for index, data in enumerate(chunks, start=1):
@@ -236,9 +248,16 @@ def fake_parts(site: Path, chunks: list[bytes], package: str = "specviz-fake-par
         (site / module / "data" / f"part{index:02d}.bin").write_bytes(data)
     whole = b"".join(chunks)
     return builtin.BuiltinModel(
-        role="target", name="fake", slug="fake-model", package=package, version="1.0.0", size=len(whole),
+        role="target",
+        name="fake",
+        slug="fake-model",
+        package=package,
+        version="1.0.0",
+        size=len(whole),
         sha256=hashlib.sha256(whole).hexdigest(),
-        part_sha256=tuple(hashlib.sha256(c).hexdigest() for c in chunks), converted_size=1000)
+        part_sha256=tuple(hashlib.sha256(c).hexdigest() for c in chunks),
+        converted_size=1000,
+    )
 
 
 CHUNKS = [b"GGUF" + bytes(range(256)) * 3, b"second part" * 50, b"the last one"]
@@ -268,7 +287,7 @@ def test_corrupt_part_names_the_package_to_reinstall(site, tmp_path):
         builtin.assemble(model, tmp_path / "out.gguf")
     assert "pip install --force-reinstall specviz-fake-part2==1.0.0" in str(caught.value)
     assert "wrong SHA-256" in str(caught.value)
-    assert not (tmp_path / "out.gguf").exists()                # no half file left behind
+    assert not (tmp_path / "out.gguf").exists()  # no half file left behind
 
 
 def test_missing_part_file_or_package_names_the_package(site, tmp_path):
@@ -280,16 +299,22 @@ def test_missing_part_file_or_package_names_the_package(site, tmp_path):
 
     other = fake_parts(site, CHUNKS[:2], package="specviz-short-part")
     longer = builtin.BuiltinModel(**{**other.__dict__, "part_sha256": other.part_sha256 + ("0" * 64,)})
-    with pytest.raises(ModelLoadError, match=r"specviz-short-part3 is not installed.*"
-                                             r"pip install --force-reinstall specviz-short-part3==1\.0\.0"):
+    with pytest.raises(
+        ModelLoadError,
+        match=r"specviz-short-part3 is not installed.*"
+        r"pip install --force-reinstall specviz-short-part3==1\.0\.0",
+    ):
         builtin.assemble(longer, tmp_path / "out.gguf")
 
 
 def test_whole_file_checksum_is_verified_too(site, tmp_path):
     model = fake_parts(site, CHUNKS)
     wrong = builtin.BuiltinModel(**{**model.__dict__, "sha256": "0" * 64})
-    with pytest.raises(ModelLoadError, match=r"does not verify.*pip install --force-reinstall "
-                                             r"specviz-fake-part1==1\.0\.0 specviz-fake-part2==1\.0\.0"):
+    with pytest.raises(
+        ModelLoadError,
+        match=r"does not verify.*pip install --force-reinstall "
+        r"specviz-fake-part1==1\.0\.0 specviz-fake-part2==1\.0\.0",
+    ):
         builtin.assemble(wrong, tmp_path / "out.gguf")
 
 
@@ -300,7 +325,7 @@ def test_prepare_is_atomic_and_runs_once(site, tmp_path, monkeypatch):
 
     def broken(gguf, out, model, progress=None):
         (out / "model.safetensors").write_bytes(b"half")
-        raise KeyboardInterrupt                                 # killed mid-conversion
+        raise KeyboardInterrupt  # killed mid-conversion
 
     monkeypatch.setattr(builtin, "convert", broken)
     with pytest.raises(KeyboardInterrupt):
@@ -316,8 +341,8 @@ def test_prepare_is_atomic_and_runs_once(site, tmp_path, monkeypatch):
     folder = builtin.prepare_model(model, root)
     assert calls == [True] and builtin.is_converted(model, root)
     assert {p.name for p in folder.iterdir()} == {builtin.MARKER, "model.safetensors"}
-    assert not list(root.rglob("*.gguf"))                                       # the .gguf is deleted
-    assert builtin.prepare_model(model, root) == folder and calls == [True]      # done: not redone
+    assert not list(root.rglob("*.gguf"))  # the .gguf is deleted
+    assert builtin.prepare_model(model, root) == folder and calls == [True]  # done: not redone
 
 
 def fake_convert(calls: list[bool], delay: float = 0.0):
@@ -325,14 +350,18 @@ def fake_convert(calls: list[bool], delay: float = 0.0):
         calls.append(gguf.read_bytes() == b"".join(CHUNKS))
         time.sleep(delay)
         (out / "model.safetensors").write_bytes(b"weights")
+
     return convert
 
 
-@pytest.mark.parametrize("marker", [
-    {"format": builtin.FORMAT - 1},                       # an older conversion: redone
-    {"sha256": "0" * 64},                                  # another model's cache under this name: replaced
-    None,                                                  # a damaged marker
-])
+@pytest.mark.parametrize(
+    "marker",
+    [
+        {"format": builtin.FORMAT - 1},  # an older conversion: redone
+        {"sha256": "0" * 64},  # another model's cache under this name: replaced
+        None,  # a damaged marker
+    ],
+)
 def test_a_stale_or_foreign_cache_is_converted_again_and_replaced(site, tmp_path, monkeypatch, marker):
     model = fake_parts(site, CHUNKS)
     root = tmp_path / "cache"
@@ -346,7 +375,7 @@ def test_a_stale_or_foreign_cache_is_converted_again_and_replaced(site, tmp_path
     monkeypatch.setattr(builtin, "convert", fake_convert(calls))
     assert builtin.prepare_model(model, root) == folder and calls == [True]
     assert builtin.is_converted(model, root)
-    assert {p.name for p in folder.iterdir()} == {builtin.MARKER, "model.safetensors"}   # replaced, not merged
+    assert {p.name for p in folder.iterdir()} == {builtin.MARKER, "model.safetensors"}  # replaced, not merged
 
 
 def test_too_little_free_space_is_refused_before_any_copying(site, tmp_path, monkeypatch):
@@ -354,15 +383,19 @@ def test_too_little_free_space_is_refused_before_any_copying(site, tmp_path, mon
     need = model.size + model.converted_size + (256 << 20)
     monkeypatch.setattr(builtin.shutil, "disk_usage", lambda path: shutil_usage(free=need - 1))
     monkeypatch.setattr(builtin, "assemble", lambda *args, **kwargs: pytest.fail("copied with no room"))
-    with pytest.raises(ModelLoadError, match=r"needs 0\.3 GB free in .*, which has 0\.3 GB\. Free some space or "
-                                             r"point SPECVIZ_CACHE at a larger disk"):
+    with pytest.raises(
+        ModelLoadError,
+        match=r"needs 0\.3 GB free in .*, which has 0\.3 GB\. Free some space or "
+        r"point SPECVIZ_CACHE at a larger disk",
+    ):
         builtin.prepare_model(model, tmp_path / "cache")
     monkeypatch.setattr(builtin.shutil, "disk_usage", lambda path: shutil_usage(free=need))
-    builtin.check_free_space(model, tmp_path)                                    # exactly enough is enough
+    builtin.check_free_space(model, tmp_path)  # exactly enough is enough
 
 
 def shutil_usage(free: int):
     import shutil
+
     return shutil._ntuple_diskusage(total=free * 2, used=free, free=free)
 
 
@@ -370,7 +403,7 @@ def test_two_prepares_at_once_convert_once(site, tmp_path, monkeypatch):
     model = fake_parts(site, CHUNKS)
     root = tmp_path / "cache"
     calls: list[bool] = []
-    monkeypatch.setattr(builtin, "convert", fake_convert(calls, delay=0.5))   # the second waits on the lock
+    monkeypatch.setattr(builtin, "convert", fake_convert(calls, delay=0.5))  # the second waits on the lock
     with ThreadPoolExecutor(2) as pool:
         folders = list(pool.map(lambda _: builtin.prepare_model(model, root), range(2)))
     assert folders[0] == folders[1] == builtin.converted_dir(model, root)
@@ -379,6 +412,7 @@ def test_two_prepares_at_once_convert_once(site, tmp_path, monkeypatch):
 
 
 # ---------------------------------------------------------------- the real built-in pair
+
 
 @pytest.mark.real
 def test_builtin_pair_loads_shares_vocab_and_predicts_code(builtin_pair):
@@ -399,6 +433,6 @@ def test_builtin_pair_loads_shares_vocab_and_predicts_code(builtin_pair):
         p = pair.target(ids).logits[0, -1].float().softmax(-1)
         q = pair.draft(ids).logits[0, -1].float().softmax(-1)
     p_top = p.argmax().item()
-    assert pair.token_text(p_top) == "\n" and p[p_top] > 0.3       # the body starts on the next line
-    assert q.argmax().item() in p.topk(5).indices.tolist()          # the draft approximates p
-    assert pair.token_text(q.argmax().item()).strip() == ""         # (the int8 draft prefers " \n")
+    assert pair.token_text(p_top) == "\n" and p[p_top] > 0.3  # the body starts on the next line
+    assert q.argmax().item() in p.topk(5).indices.tolist()  # the draft approximates p
+    assert pair.token_text(q.argmax().item()).strip() == ""  # (the int8 draft prefers " \n")

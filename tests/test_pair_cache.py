@@ -4,6 +4,7 @@ load function and stand-in pairs: no Streamlit and no model needed.
 The issue's bug: a two-entry loader cache let other presets or failed custom paths evict the built-in pair,
 the next run built a second copy with its own lock, and two runs overlapped on the CPU with double the memory.
 """
+
 from __future__ import annotations
 
 import threading
@@ -19,8 +20,10 @@ from specviz.models import PairSpec
 from specviz.runs import Cancelled, device_key, device_lock, exclusive
 
 BUILTIN = PairSpec()
-OTHERS = [PairSpec("Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
-          PairSpec("openai-community/gpt2-xl", "distilbert/distilgpt2")]
+OTHERS = [
+    PairSpec("Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
+    PairSpec("openai-community/gpt2-xl", "distilbert/distilgpt2"),
+]
 MISSING = [PairSpec("/no/such/target", None), PairSpec("/no/such/other", None)]
 
 
@@ -62,8 +65,8 @@ def test_the_issues_scenario_keeps_the_builtin_pair():
         ready(registry, spec)
     assert registry.loader(BUILTIN) is first and first.state == "ready"
     assert load.built.count(BUILTIN) == 1
-    assert [ready(registry, s).state for s in MISSING] == ["failed", "failed"]   # still failed, shown as such
-    assert {loader.spec for loader in registry.loaded()} == {BUILTIN, *OTHERS}   # no slot for the failures
+    assert [ready(registry, s).state for s in MISSING] == ["failed", "failed"]  # still failed, shown as such
+    assert {loader.spec for loader in registry.loaded()} == {BUILTIN, *OTHERS}  # no slot for the failures
 
 
 def test_failed_loads_never_take_a_slot_and_are_retried():
@@ -73,7 +76,7 @@ def test_failed_loads_never_take_a_slot_and_are_retried():
     for _ in range(3):
         failed = ready(registry, MISSING[0])
         assert failed.state == "failed" and "/no/such/target" in failed.error
-        assert ready(registry, MISSING[0]) is failed           # shown until someone asks again
+        assert ready(registry, MISSING[0]) is failed  # shown until someone asks again
         assert ready(registry, MISSING[0], retry_failed=True) is not failed
         registry.retry(MISSING[0])
     assert registry.loader(BUILTIN) is first and load.built == [BUILTIN]
@@ -103,7 +106,7 @@ def test_eviction_takes_the_least_recently_used_idle_pair():
     registry = PairRegistry(capacity=2, load=load)
     builtin = ready(registry, BUILTIN)
     ready(registry, OTHERS[0])
-    registry.loader(BUILTIN)                                   # used again: OTHERS[0] is now the oldest
+    registry.loader(BUILTIN)  # used again: OTHERS[0] is now the oldest
     ready(registry, OTHERS[1])
     assert {loader.spec for loader in registry.loaded()} == {BUILTIN, OTHERS[1]}
     assert registry.loader(BUILTIN) is builtin
@@ -115,13 +118,13 @@ def test_a_pair_in_use_is_never_evicted_nor_built_twice():
     builtin = ready(registry, BUILTIN)
     lease = registry.lease(BUILTIN)
     assert lease is not None and lease.pair is builtin.pair
-    refused = ready(registry, OTHERS[0])                       # no room next to a pair a run holds
+    refused = ready(registry, OTHERS[0])  # no room next to a pair a run holds
     assert refused.state == "failed" and "runs are using" in refused.error
     assert registry.loader(BUILTIN) is builtin
     lease.release()
-    lease.release()                                            # twice is harmless
+    lease.release()  # twice is harmless
     assert builtin.users == 0
-    assert ready(registry, OTHERS[0], retry_failed=True).state == "ready"   # now the idle pair makes room
+    assert ready(registry, OTHERS[0], retry_failed=True).state == "ready"  # now the idle pair makes room
     assert load.built == [BUILTIN, OTHERS[0]]
 
 
@@ -130,7 +133,7 @@ def test_eviction_skips_a_pair_a_run_holds():
     builtin = ready(registry, BUILTIN)
     lease = registry.lease(BUILTIN)
     ready(registry, OTHERS[0])
-    ready(registry, OTHERS[1])                                 # the built-in pair is the oldest, but in use
+    ready(registry, OTHERS[1])  # the built-in pair is the oldest, but in use
     assert {loader.spec for loader in registry.loaded()} == {BUILTIN, OTHERS[1]}
     assert registry.loader(BUILTIN) is builtin
     lease.release()
@@ -139,8 +142,8 @@ def test_eviction_skips_a_pair_a_run_holds():
 def test_lease_needs_a_loaded_pair():
     registry = PairRegistry(load=FakeLoad(delay=0.3))
     registry.loader(BUILTIN)
-    assert registry.lease(BUILTIN) is None                     # still loading
-    assert registry.lease(OTHERS[0]) is None                   # never asked for
+    assert registry.lease(BUILTIN) is None  # still loading
+    assert registry.lease(OTHERS[0]) is None  # never asked for
     assert registry.loader(BUILTIN).wait(10)
     with registry.lease(BUILTIN) as lease:
         assert lease.loader.users == 1
@@ -175,12 +178,12 @@ def test_two_runs_on_two_pairs_on_one_device_never_overlap():
     second = threading.Thread(target=run, args=(b, "b", None))
     second.start()
     second.join(0.8)
-    assert second.is_alive() and "b" not in spans               # b waits while a holds the CPU
+    assert second.is_alive() and "b" not in spans  # b waits while a holds the CPU
     release_a.set()
     first.join(10)
     second.join(10)
     assert spans["a"][1] <= spans["b"][0]
-    assert waits                                                # the waiting run was told it waits
+    assert waits  # the waiting run was told it waits
 
 
 def test_cancel_while_waiting_for_the_device():
@@ -190,5 +193,5 @@ def test_cancel_while_waiting_for_the_device():
         with pytest.raises(Cancelled):
             with exclusive(FakePair(OTHERS[0]), cancel=cancel):
                 pass
-    with exclusive(FakePair(OTHERS[0])):                       # free again
+    with exclusive(FakePair(OTHERS[0])):  # free again
         pass

@@ -1,4 +1,5 @@
 """Whole runs as the app and CLI make them: several users at once, cancelling, traces on disk."""
+
 import dataclasses
 import threading
 import time
@@ -58,7 +59,7 @@ def test_lock_serialises_and_reports_waiting(pair):
     with exclusive(pair, on_wait=waited.append):
         spans.append(("waiter", time.perf_counter()))
     thread.join()
-    assert waited and max(waited) >= 0.5        # the waiting session was told it waits
+    assert waited and max(waited) >= 0.5  # the waiting session was told it waits
     assert [name for name, _ in spans] == ["holder", "holder-end", "waiter"]
 
 
@@ -82,8 +83,9 @@ def test_cancel_mid_run_leaves_the_pair_ready(pair):
         if len(seen) == 2:
             cancel.set()
 
-    trace = run_trace(pair, PROMPTS[0], SpecConfig(max_new_tokens=200), chat=False, baseline=True,
-                      cancel=cancel, on_event=on_event)
+    trace = run_trace(
+        pair, PROMPTS[0], SpecConfig(max_new_tokens=200), chat=False, baseline=True, cancel=cancel, on_event=on_event
+    )
     assert trace.summary.finish_reason == "cancelled"
     assert trace.baseline_summary is None and len(trace.rounds) == 2
     assert not device_lock(pair.device).locked()
@@ -98,8 +100,9 @@ def test_bad_prompts(pair, prompt, message):
 
 
 def test_trace_round_trip(pair, tmp_path):
-    trace = run_trace(pair, PROMPTS[1], SpecConfig(temperature=0.8, top_k=20, max_new_tokens=20, seed=4),
-                      chat=False, baseline=True)
+    trace = run_trace(
+        pair, PROMPTS[1], SpecConfig(temperature=0.8, top_k=20, max_new_tokens=20, seed=4), chat=False, baseline=True
+    )
     path = tmp_path / "run.json"
     save_trace(trace, path)
     again = load_trace(path)
@@ -108,17 +111,21 @@ def test_trace_round_trip(pair, tmp_path):
     # excluded), so a speed-up from the wrong fields or times that did not survive the file would fail here.
     spec, base = again.summary, again.baseline_summary
     expected = decode_rate(spec.new_tokens, spec.seconds - spec.prefill_seconds) / decode_rate(
-        base.new_tokens, base.seconds - base.prefill_seconds)
+        base.new_tokens, base.seconds - base.prefill_seconds
+    )
     assert speedup(again) == pytest.approx(expected, rel=1e-9) and expected > 0
 
 
-@pytest.mark.parametrize("content, message", [
-    (b"not json at all", "not a JSON file"),
-    (b'{"hello": 1}', "not a specviz trace"),
-    (b'{"format": "specviz-trace", "version": 99}', "version 99"),
-    (b'{"format": "specviz-trace", "version": 1, "config": {}}', "damaged"),
-    (b"\xff\xfe\x00", "not a JSON file"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"not json at all", "not a JSON file"),
+        (b'{"hello": 1}', "not a specviz trace"),
+        (b'{"format": "specviz-trace", "version": 99}', "version 99"),
+        (b'{"format": "specviz-trace", "version": 1, "config": {}}', "damaged"),
+        (b"\xff\xfe\x00", "not a JSON file"),
+    ],
+)
 def test_bad_trace_files(content, message):
     with pytest.raises(TraceError, match=message):
         trace_from_json(content)

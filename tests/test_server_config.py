@@ -1,4 +1,5 @@
 """The server is local by default and sends nothing home."""
+
 import tomllib
 from pathlib import Path
 
@@ -11,4 +12,3 @@ def test_server_binds_to_localhost_and_sends_no_statistics():
     assert config["server"]["port"] == 8501
     assert config["browser"]["gatherUsageStats"] is False
     assert config["client"]["showErrorDetails"] == "none"
-

@@ -5,6 +5,7 @@ The import graph is read from the source (ast), every `from .x import`, `from . 
 `import specviz.x`, lazy imports inside functions included: a cycle broken only by a lazy import is
 still two modules that need each other.
 """
+
 from __future__ import annotations
 
 import ast
@@ -42,7 +43,7 @@ def imported(path: Path, name: str, known: set[str]) -> set[str]:
             else:
                 base_name = node.module or ""
             found.add(base_name)
-            found.update(f"{base_name}.{alias.name}" for alias in node.names)   # `from . import builtin`
+            found.update(f"{base_name}.{alias.name}" for alias in node.names)  # `from . import builtin`
     return {m for m in found if m in known and m != name}
 
 
@@ -88,7 +89,7 @@ def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_cycle_in_specviz():
     graph = import_graph()
-    assert "specviz.bench.cli" in graph["specviz.bench"]          # the walk sees relative imports
+    assert "specviz.bench.cli" in graph["specviz.bench"]  # the walk sees relative imports
     assert "specviz.engine" in graph["specviz.bench.curve"]
     assert find_cycles(graph) == []
 
@@ -98,25 +99,29 @@ def test_the_cycle_check_finds_a_cycle(tmp_path):
     (package / "sub").mkdir(parents=True)
     (package / "__init__.py").write_text("")
     (package / "a.py").write_text("from .b import x\n")
-    (package / "b.py").write_text("def f():\n    from .sub.c import y\n")   # a lazy import closes it
+    (package / "b.py").write_text("def f():\n    from .sub.c import y\n")  # a lazy import closes it
     (package / "sub" / "__init__.py").write_text("")
     (package / "sub" / "c.py").write_text("from .. import a\n")
-    (package / "d.py").write_text("from .a import x\n")                  # imports the cycle, not part of it
+    (package / "d.py").write_text("from .a import x\n")  # imports the cycle, not part of it
     assert find_cycles(import_graph(package)) == [["pkg.a", "pkg.b", "pkg.sub.c"]]
 
 
 @pytest.mark.parametrize("name", sorted(modules()))
 def test_module_imports_alone(name):
     """Each module imports in a fresh interpreter, first: an import-order cycle would fail here."""
-    result = subprocess.run([sys.executable, "-c", f"import {name}"], cwd=ROOT, capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", f"import {name}"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
 
 
 def function_lengths(path: Path) -> dict[str, int]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    return {node.name: node.end_lineno - node.lineno + 1 for node in ast.walk(tree)
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    return {
+        node.name: node.end_lineno - node.lineno + 1
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
 
 
 SOURCES = sorted(PACKAGE.rglob("*.py"))
@@ -133,10 +138,17 @@ def test_every_module_is_small(path):
 def test_streamlit_stays_in_the_app_layer(path):
     if path.relative_to(PACKAGE).parts[0] == "ui":
         return
-    names = {alias.name.split(".")[0] for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-             if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
-    modules_from = {node.module.split(".")[0] for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-                    if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}
+    names = {
+        alias.name.split(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for alias in node.names
+    }
+    modules_from = {
+        node.module.split(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+    }
     assert "streamlit" not in names | modules_from
 
 
@@ -148,21 +160,33 @@ def test_pages_are_short_and_hold_no_torch_and_no_hand_written_state(path):
 
 
 def test_design_doc_is_assembled_from_its_fragments():
-    result = subprocess.run([sys.executable, "scripts/design_doc.py", "--check"], cwd=ROOT, capture_output=True,
-                            text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "scripts/design_doc.py", "--check"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
 
 
 def test_every_design_doc_citation_names_a_section_and_no_file_outside_the_repo():
     import re
-    headings = {line.lstrip("#").strip() for line in (ROOT / "docs" / "DESIGN.md").read_text().splitlines()
-                if line.startswith("#")}
+
+    headings = {
+        line.lstrip("#").strip()
+        for line in (ROOT / "docs" / "DESIGN.md").read_text().splitlines()
+        if line.startswith("#")
+    }
     cited, outside = set(), []
     scripts = [p for p in (ROOT / "scripts").glob("*.*") if p.suffix in (".py", ".sh") and p.name != "design_doc.py"]
-    files = [*SOURCES, *PAGES, ROOT / "app.py", *scripts,
-             ROOT / "requirements.txt", ROOT / "requirements-dev.txt", ROOT / "README.md"]
+    files = [
+        *SOURCES,
+        *PAGES,
+        ROOT / "app.py",
+        *scripts,
+        ROOT / "requirements.txt",
+        ROOT / "requirements-dev.txt",
+        ROOT / "README.md",
+    ]
     for path in files:
-        text = " ".join(path.read_text(encoding="utf-8").split())     # a citation may wrap across lines
+        text = " ".join(path.read_text(encoding="utf-8").split())  # a citation may wrap across lines
         cited |= set(re.findall(r'docs/DESIGN\.md,? (?:section )?"([^"]+)"', text))
         outside += [path.name for m in re.finditer(r"(\S*)DESIGN\.md", text) if not m.group(1).endswith("docs/")]
     assert cited and cited <= headings, sorted(cited - headings)

@@ -1,6 +1,7 @@
 """The Theory page against the benchmark's measured verify-cost curve: the speed-up predicted from measured
 times (specviz.theory), its charts, and the page through AppTest with the real curve, with none and with a
 damaged one."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,14 @@ C_GRID = [0.0, 0.02, 0.05, 0.1, 0.2, 0.4, 0.8]
 
 def make_curve(target_seconds: list[float], draft: float | None) -> dict:
     """A curve as the benchmark saves one, reduced to what the theory reads."""
-    return {"format": "specviz-verify-curve", "version": 1, "device": "cpu", "target_seconds": target_seconds,
-            "target_step_seconds": target_seconds[0], "draft_step_seconds": draft}
+    return {
+        "format": "specviz-verify-curve",
+        "version": 1,
+        "device": "cpu",
+        "target_seconds": target_seconds,
+        "target_step_seconds": target_seconds[0],
+        "draft_step_seconds": draft,
+    }
 
 
 def flat(c: float, step: float = 1.0) -> dict:
@@ -36,12 +43,13 @@ def linear(c: float, s: float, step: float = 1.0) -> dict:
 
 # --- the theory -----------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("a", A_GRID)
 @pytest.mark.parametrize("c", C_GRID)
 def test_flat_curve_is_leviathans_formula(a, c):
-    curve = flat(c)                                    # a step of 1 s: the same arithmetic, to the bit
+    curve = flat(c)  # a step of 1 s: the same arithmetic, to the bit
     assert theory.measured_optimal_gamma(a, curve, 16) == theory.optimal_gamma(a, c, 16)
-    scaled = flat(c, step=0.237)                       # the unit of time does not matter
+    scaled = flat(c, step=0.237)  # the unit of time does not matter
     for g in range(1, 17):
         assert theory.measured_speedup(a, g, scaled) == pytest.approx(theory.speedup(a, g, c), rel=1e-12)
     best = theory.measured_optimal_gamma(a, scaled, 16)
@@ -53,12 +61,13 @@ def test_flat_curve_is_leviathans_formula(a, c):
 @pytest.mark.parametrize("s", [0.05, 0.2, 0.5])
 def test_a_verify_that_grows_per_token_acts_like_a_larger_c(a, c, s):
     curve = linear(c, s)
-    for g in range(1, 17):                             # past the 9 measured points too (linear extension)
+    for g in range(1, 17):  # past the 9 measured points too (linear extension)
         assert theory.measured_speedup(a, g, curve) == pytest.approx(theory.speedup(a, g, c + s), rel=1e-12)
     best = theory.measured_optimal_gamma(a, curve, 16)
     assert best <= theory.optimal_gamma(a, c, 16)
     assert theory.measured_speedup(a, best, curve) == pytest.approx(
-        max(theory.speedup(a, g, c + s) for g in range(1, 17)), rel=1e-12)
+        max(theory.speedup(a, g, c + s) for g in range(1, 17)), rel=1e-12
+    )
 
 
 def test_a_steep_verify_curve_shortens_the_best_draft():
@@ -74,7 +83,7 @@ def test_a_fixed_extra_cost_per_verify_lengthens_the_best_draft(a, c):
     curve = make_curve([1.0] + [k] * 8, c)
     best = theory.measured_optimal_gamma(a, curve, 16)
     assert best >= theory.optimal_gamma(a, c, 16)
-    assert best == theory.optimal_gamma(a, c / k, 16)   # E / (g c + k) = speedup(a, g, c / k) / k
+    assert best == theory.optimal_gamma(a, c / k, 16)  # E / (g c + k) = speedup(a, g, c / k) / k
 
 
 @pytest.mark.parametrize("a", [0.3, 0.6, 0.8, 0.9, 0.99])
@@ -84,23 +93,34 @@ def test_measured_optimum_is_the_best_of_all_gammas(a):
     values = [theory.measured_speedup(a, g, curve) for g in range(1, 17)]
     assert theory.measured_speedup_curve(a, curve, range(1, 17)) == values
     best = theory.measured_optimal_gamma(a, curve, 16)
-    assert values[best - 1] == max(values) and values.index(max(values)) == best - 1   # the first on a tie
+    assert values[best - 1] == max(values) and values.index(max(values)) == best - 1  # the first on a tie
 
 
 def test_cost_ratio_and_verify_ratios_from_the_real_curve():
     curve = theory.load_verify_curve(REAL_CURVE)
     assert theory.measured_cost_ratio(curve) == pytest.approx(curve["cost_ratio_c"])
     assert theory.verify_cost_ratios(curve, range(len(curve["target_seconds"]))) == pytest.approx(
-        curve["relative_to_one_token"])
+        curve["relative_to_one_token"]
+    )
     assert theory.measured_cost_ratio(make_curve([1.0, 2.0], None)) is None
 
 
-@pytest.mark.parametrize("change", [
-    {"format": "something-else"}, {"target_seconds": []}, {"target_seconds": "0.2"},
-    {"target_seconds": [0.2, -0.1]}, {"target_seconds": [0.2, float("nan")]}, {"target_seconds": [0.2, True]},
-    {"target_seconds": [0.2, "0.3"]}, {"target_step_seconds": 0}, {"target_step_seconds": None},
-    {"draft_step_seconds": "fast"}, {"draft_step_seconds": float("inf")},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"format": "something-else"},
+        {"target_seconds": []},
+        {"target_seconds": "0.2"},
+        {"target_seconds": [0.2, -0.1]},
+        {"target_seconds": [0.2, float("nan")]},
+        {"target_seconds": [0.2, True]},
+        {"target_seconds": [0.2, "0.3"]},
+        {"target_step_seconds": 0},
+        {"target_step_seconds": None},
+        {"draft_step_seconds": "fast"},
+        {"draft_step_seconds": float("inf")},
+    ],
+)
 def test_a_damaged_curve_is_not_loaded(tmp_path, change):
     path = tmp_path / "verify_curve_cpu.json"
     path.write_text(json.dumps({**make_curve([0.2, 0.25], 0.03), **change}))
@@ -120,6 +140,7 @@ def test_curve_files_that_load(tmp_path):
 
 # --- the charts -----------------------------------------------------------------------------------
 
+
 def by_name(fig) -> dict:
     return {trace.name: trace for trace in fig.data}
 
@@ -132,9 +153,9 @@ def test_verify_curve_figure_draws_the_assumption_and_the_draft_step():
     c = theory.measured_cost_ratio(curve)
     assert set(traces[f"one draft step: c = {c:.3f}"].y) == {c}
     measured = traces["verify, measured"]
-    assert list(measured.x) == [g + 1 for g in range(len(curve["target_seconds"]))]   # tokens verified: g + 1
+    assert list(measured.x) == [g + 1 for g in range(len(curve["target_seconds"]))]  # tokens verified: g + 1
     assert list(measured.y) == pytest.approx(curve["relative_to_one_token"])
-    assert max(traces["extended linearly (used past the measured end)"].x) == 17            # up to gamma 16
+    assert max(traces["extended linearly (used past the measured end)"].x) == 17  # up to gamma 16
     without_draft = by_name(charts.verify_curve_figure(make_curve([0.2, 0.3], None)))
     assert not any(name.startswith("one draft step") for name in without_draft)
 
@@ -151,10 +172,11 @@ def test_speedup_figure_adds_the_measured_prediction():
     assert list(traces[f"measured optimal γ = {best}"].x) == [best]
     assert len(added) == 2
     no_draft = by_name(charts.speedup_figure(a, 4, 0.1, curve=make_curve([0.2, 0.3], None)))
-    assert set(no_draft) == set(plain)                 # no draft time, no measured speed-up
+    assert set(no_draft) == set(plain)  # no draft time, no measured speed-up
 
 
 # --- the page -------------------------------------------------------------------------------------
+
 
 def theory_page(monkeypatch, tmp_path, curves_dir: Path | None) -> AppTest:
     """The Theory page on the tiny pair; curves_dir=None leaves the real assets/ folder."""
@@ -188,8 +210,15 @@ def test_page_shows_the_measured_curve(monkeypatch, tmp_path):
     at = theory_page(monkeypatch, tmp_path, None)
     text = page_text(at)
     assert "### Measured on this machine" in text
-    for fact in (curve["device_name"], f"{curve['threads']} threads", curve["target"], curve["draft"],
-                 curve["draft_quantized"], curve["measured_at"].replace("T", " "), f"median of {curve['samples']}"):
+    for fact in (
+        curve["device_name"],
+        f"{curve['threads']} threads",
+        curve["target"],
+        curve["draft"],
+        curve["draft_quantized"],
+        curve["measured_at"].replace("T", " "),
+        f"median of {curve['samples']}",
+    ):
         assert fact in text, fact
     assert not any(".venv/bin/python -m specviz bench" in i.value for i in at.info)
     names = chart_names(at)
@@ -199,7 +228,7 @@ def test_page_shows_the_measured_curve(monkeypatch, tmp_path):
     assert metric(at, "Optimal γ") == str(theory.optimal_gamma(0.8, 0.1, 16))
     assert metric(at, "Optimal γ, measured times") == str(theory.measured_optimal_gamma(0.8, curve, 16))
     assert metric(at, "Speed-up, measured times") == f"{theory.measured_speedup(0.8, 4, curve):.2f}×"
-    assert not at.selectbox or all(s.key != "theory.curve" for s in at.selectbox)   # one curve: no choice
+    assert not at.selectbox or all(s.key != "theory.curve" for s in at.selectbox)  # one curve: no choice
     # "Use the measured c" puts the machine's c on the slider, and the formula follows it.
     c = round(theory.measured_cost_ratio(curve), 2)
     at.button(key="theory.use_c").click().run()
@@ -212,7 +241,7 @@ def test_page_explains_how_to_measure_when_there_is_no_curve(monkeypatch, tmp_pa
     at = theory_page(monkeypatch, tmp_path, tmp_path / "no-curves")
     assert any(".venv/bin/python -m specviz bench" in i.value for i in at.info)
     assert not at.warning
-    assert metric(at, "Optimal γ") == "6"              # the formula still works
+    assert metric(at, "Optimal γ") == "6"  # the formula still works
     assert metric(at, "Optimal γ, measured times") is None
     assert all(b.key != "theory.use_c" for b in at.button)
     assert not any("Leviathan's assumption: a verify costs one step" in n for n in chart_names(at))

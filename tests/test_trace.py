@@ -1,5 +1,6 @@
 """The trace loader: a shared file loads only if every field is typed and in range and its parts agree as in a
 recorded run; anything else is one TraceError naming the field (issue 14)."""
+
 import copy
 import json
 from dataclasses import replace
@@ -16,8 +17,8 @@ from specviz.trace_check import Int, Record
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = sorted((ROOT / "assets" / "traces").glob("*.json"))
-GREEDY = ROOT / "assets" / "traces" / "1_code_greedy.json"            # greedy, all-accepted and rejected rounds
-SAMPLED = ROOT / "assets" / "traces" / "2_prose_sampling.json"        # sampling (draws), finish_reason eos
+GREEDY = ROOT / "assets" / "traces" / "1_code_greedy.json"  # greedy, all-accepted and rejected rounds
+SAMPLED = ROOT / "assets" / "traces" / "2_prose_sampling.json"  # sampling (draws), finish_reason eos
 BRANCHED = ROOT / "assets" / "traces" / "5_prose_auto_alternatives.json"  # alternatives, a kept one in round 3
 TINY = ROOT / "tests" / "data" / "tiny_trace.json"
 
@@ -49,6 +50,7 @@ def refused(text: str | bytes, *fragments: str) -> str:
 
 # --- what must load -------------------------------------------------------------------------------------
 
+
 def test_the_shipped_traces_are_all_there():
     assert len(SHIPPED) >= 5
 
@@ -60,7 +62,7 @@ def test_every_shipped_trace_loads_and_round_trips(path, tmp_path):
     save_trace(trace, tmp_path / "again.json")
     again = load_trace(tmp_path / "again.json")
     assert again == trace
-    assert again.rounds[-1] == trace.rounds[-1] and again.config == trace.config   # dataclasses, field by field
+    assert again.rounds[-1] == trace.rounds[-1] and again.config == trace.config  # dataclasses, field by field
     assert again is not trace
 
 
@@ -73,7 +75,7 @@ def test_a_file_object_and_a_string_load_like_the_path():
 
 def test_a_named_vocabulary_bounds_the_ids():
     data = data_of(TINY)
-    data["pair"]["vocab_size"] = "101"                         # the tiny pair: <unk> + 100 printable characters
+    data["pair"]["vocab_size"] = "101"  # the tiny pair: <unk> + 100 printable characters
     assert trace_from_json(json.dumps(data)).pair["vocab_size"] == "101"
     data["pair"]["vocab_size"] = str(max(data["prompt_ids"]))  # one too small for the prompt's largest id
     refused(json.dumps(data), "prompt_ids holds the id", "outside the vocabulary")
@@ -138,7 +140,7 @@ def loads_again(trace):
 @pytest.mark.parametrize("config", RUN_SETTINGS, ids=range(len(RUN_SETTINGS)))
 def test_every_kind_of_run_loads(pair, config):
     loads_again(runs.run_trace(pair, RUN_PROMPT, config, chat=False, baseline=True))
-    loads_again(runs.run_trace(pair, "x", config, chat=False))                       # a one-token prompt
+    loads_again(runs.run_trace(pair, "x", config, chat=False))  # a one-token prompt
 
 
 @pytest.mark.parametrize("config", [RUN_SETTINGS[0], RUN_SETTINGS[1], RUN_SETTINGS[5], RUN_SETTINGS[8]], ids=range(4))
@@ -152,12 +154,13 @@ def test_runs_that_end_at_an_end_of_sequence_load(pair, config):
         finally:
             pair.target.generation_config.eos_token_id = None
         ended += trace.summary.finish_reason == "eos"
-        cut += len(trace.rounds[-1].appended) <= trace.rounds[-1].n_accepted    # ended on an accepted draft
-    assert ended and (cut or config.drafter == "ngram")   # the n-gram drafter seldom proposes the end here
+        cut += len(trace.rounds[-1].appended) <= trace.rounds[-1].n_accepted  # ended on an accepted draft
+    assert ended and (cut or config.drafter == "ngram")  # the n-gram drafter seldom proposes the end here
 
 
 def test_a_cancelled_run_loads(pair):
     import threading
+
     cancel, seen = threading.Event(), []
 
     def on_event(event):
@@ -165,8 +168,9 @@ def test_a_cancelled_run_loads(pair):
         if len(seen) == 2:
             cancel.set()
 
-    trace = runs.run_trace(pair, RUN_PROMPT, SpecConfig(max_new_tokens=50), chat=False, baseline=True, cancel=cancel,
-                           on_event=on_event)
+    trace = runs.run_trace(
+        pair, RUN_PROMPT, SpecConfig(max_new_tokens=50), chat=False, baseline=True, cancel=cancel, on_event=on_event
+    )
     assert loads_again(trace).summary.finish_reason == "cancelled"
 
 
@@ -176,57 +180,60 @@ FIRST = ("rounds", 0)
 DRAFT = ("rounds", 0, "drafted", 0)
 
 
-@pytest.mark.parametrize("path, where, value, fragment", [
-    (GREEDY, FIRST + ("gamma",), '5"><script>alert(1)</script>', "rounds[0].gamma must be an integer"),
-    (GREEDY, FIRST + ("gamma",), True, "rounds[0].gamma must be an integer"),      # a bool is not a number
-    (GREEDY, FIRST + ("gamma",), 5.0, "rounds[0].gamma must be an integer"),
-    (GREEDY, FIRST + ("gamma",), 33, "rounds[0].gamma must be between 0 and 32"),
-    (GREEDY, FIRST + ("position",), 10**9, "rounds[0].position must be between"),
-    (GREEDY, DRAFT + ("verdict",), 'accepted" onmouseover="x', "rounds[0].drafted[0].verdict must be one of"),
-    (GREEDY, DRAFT + ("verdict",), ["accepted"], "verdict must be one of"),
-    (GREEDY, DRAFT + ("id",), -1, "rounds[0].drafted[0].id must be between 0"),
-    (GREEDY, DRAFT + ("id",), 2**31, "rounds[0].drafted[0].id must be between 0"),
-    (GREEDY, DRAFT + ("id",), "8420", "rounds[0].drafted[0].id must be an integer"),
-    (GREEDY, DRAFT + ("q",), 1.5, "rounds[0].drafted[0].q must be between 0 and 1"),
-    (GREEDY, DRAFT + ("p",), -0.01, "rounds[0].drafted[0].p must be between 0 and 1"),
-    (GREEDY, DRAFT + ("ratio",), "1", "rounds[0].drafted[0].ratio must be a number"),
-    (GREEDY, DRAFT + ("text",), 42, "rounds[0].drafted[0].text must be a string"),
-    (GREEDY, DRAFT + ("text",), "x" * 2000, "rounds[0].drafted[0].text is 2000 characters long"),
-    (GREEDY, DRAFT + ("from_lookahead",), 1, "from_lookahead must be true or false"),
-    (SAMPLED, DRAFT + ("u",), 1.5, "rounds[0].drafted[0].u must be between 0 and 1"),
-    (GREEDY, FIRST + ("next_source",), "<b>bonus</b>", "rounds[0].next_source must be one of"),
-    (GREEDY, FIRST + ("next_token",), 5, "rounds[0].next_token must be an object"),
-    (GREEDY, FIRST + ("next_token", "prob"), 2, "rounds[0].next_token.prob must be between"),
-    (GREEDY, FIRST + ("elapsed",), -1.0, "rounds[0].elapsed must be between 0"),
-    (GREEDY, FIRST + ("elapsed",), 1e300, "rounds[0].elapsed must be between 0"),
-    (GREEDY, FIRST + ("verify_seconds",), None, "rounds[0].verify_seconds must be a number"),
-    (GREEDY, FIRST + ("top_p",), [{"id": 1, "text": "a", "prob": 0.1}] * 65, "rounds[0].top_p has 65 items"),
-    (GREEDY, FIRST + ("drafted",), {"id": 1}, "rounds[0].drafted must be an array"),
-    (GREEDY, FIRST + ("appended",), [], "rounds[0].appended has 0 items"),
-    (GREEDY, FIRST + ("rejection_index",), -1, "rounds[0].rejection_index must be between"),
-    (GREEDY, ("rounds",), [{}] * 1025, "rounds has 1025 items"),
-    (GREEDY, ("baseline", 0, "seconds"), "0.2", "baseline[0].seconds must be a number"),
-    (GREEDY, ("summary", "finish_reason"), "done", "summary.finish_reason must be one of"),
-    (GREEDY, ("summary", "method"), "magic", "summary.method must be one of"),
-    (GREEDY, ("summary", "acceptance_rate"), 1.2, "summary.acceptance_rate must be between"),
-    (GREEDY, ("summary", "text"), None, "summary.text must be a string"),
-    (GREEDY, ("baseline_summary",), 3, "baseline_summary must be an object"),
-    (GREEDY, ("prompt",), "x" * 40_000, "prompt is 40000 characters long"),
-    (GREEDY, ("prompt_ids",), list(range(10_000)), "prompt_ids has 10000 items"),
-    (GREEDY, ("prompt_ids",), [], "prompt_ids has 0 items"),
-    (GREEDY, ("note",), {"a": 1}, "note must be a string"),
-    (GREEDY, ("pair",), ["a"], "pair must be an object"),
-    (GREEDY, ("pair", "target"), 7, "pair['target'] must be a string"),
-    (GREEDY, ("pair",), {str(i): "x" for i in range(40)}, "pair has 40 entries"),
-    (GREEDY, ("config", "gamma"), "5", "config.gamma must be an integer"),
-    (GREEDY, ("config", "gamma"), 0, "config.gamma must be between 1"),
-    (GREEDY, ("config", "schedule"), "<i>", "config.schedule must be one of"),
-    (GREEDY, ("config", "temperature"), "hot", "config.temperature must be a number"),
-    (GREEDY, ("config", "record_top"), 10**6, "config.record_top must be between 0 and 64"),
-    (GREEDY, ("config", "fuse_prompt"), "yes", "config.fuse_prompt must be true or false"),
-    (GREEDY, ("config", "gamma_max"), 3, "config: gamma_max must be between gamma"),   # SpecConfig.validate's word
-    (GREEDY, ("config",), [], "config must be an object"),
-])
+@pytest.mark.parametrize(
+    "path, where, value, fragment",
+    [
+        (GREEDY, FIRST + ("gamma",), '5"><script>alert(1)</script>', "rounds[0].gamma must be an integer"),
+        (GREEDY, FIRST + ("gamma",), True, "rounds[0].gamma must be an integer"),  # a bool is not a number
+        (GREEDY, FIRST + ("gamma",), 5.0, "rounds[0].gamma must be an integer"),
+        (GREEDY, FIRST + ("gamma",), 33, "rounds[0].gamma must be between 0 and 32"),
+        (GREEDY, FIRST + ("position",), 10**9, "rounds[0].position must be between"),
+        (GREEDY, DRAFT + ("verdict",), 'accepted" onmouseover="x', "rounds[0].drafted[0].verdict must be one of"),
+        (GREEDY, DRAFT + ("verdict",), ["accepted"], "verdict must be one of"),
+        (GREEDY, DRAFT + ("id",), -1, "rounds[0].drafted[0].id must be between 0"),
+        (GREEDY, DRAFT + ("id",), 2**31, "rounds[0].drafted[0].id must be between 0"),
+        (GREEDY, DRAFT + ("id",), "8420", "rounds[0].drafted[0].id must be an integer"),
+        (GREEDY, DRAFT + ("q",), 1.5, "rounds[0].drafted[0].q must be between 0 and 1"),
+        (GREEDY, DRAFT + ("p",), -0.01, "rounds[0].drafted[0].p must be between 0 and 1"),
+        (GREEDY, DRAFT + ("ratio",), "1", "rounds[0].drafted[0].ratio must be a number"),
+        (GREEDY, DRAFT + ("text",), 42, "rounds[0].drafted[0].text must be a string"),
+        (GREEDY, DRAFT + ("text",), "x" * 2000, "rounds[0].drafted[0].text is 2000 characters long"),
+        (GREEDY, DRAFT + ("from_lookahead",), 1, "from_lookahead must be true or false"),
+        (SAMPLED, DRAFT + ("u",), 1.5, "rounds[0].drafted[0].u must be between 0 and 1"),
+        (GREEDY, FIRST + ("next_source",), "<b>bonus</b>", "rounds[0].next_source must be one of"),
+        (GREEDY, FIRST + ("next_token",), 5, "rounds[0].next_token must be an object"),
+        (GREEDY, FIRST + ("next_token", "prob"), 2, "rounds[0].next_token.prob must be between"),
+        (GREEDY, FIRST + ("elapsed",), -1.0, "rounds[0].elapsed must be between 0"),
+        (GREEDY, FIRST + ("elapsed",), 1e300, "rounds[0].elapsed must be between 0"),
+        (GREEDY, FIRST + ("verify_seconds",), None, "rounds[0].verify_seconds must be a number"),
+        (GREEDY, FIRST + ("top_p",), [{"id": 1, "text": "a", "prob": 0.1}] * 65, "rounds[0].top_p has 65 items"),
+        (GREEDY, FIRST + ("drafted",), {"id": 1}, "rounds[0].drafted must be an array"),
+        (GREEDY, FIRST + ("appended",), [], "rounds[0].appended has 0 items"),
+        (GREEDY, FIRST + ("rejection_index",), -1, "rounds[0].rejection_index must be between"),
+        (GREEDY, ("rounds",), [{}] * 1025, "rounds has 1025 items"),
+        (GREEDY, ("baseline", 0, "seconds"), "0.2", "baseline[0].seconds must be a number"),
+        (GREEDY, ("summary", "finish_reason"), "done", "summary.finish_reason must be one of"),
+        (GREEDY, ("summary", "method"), "magic", "summary.method must be one of"),
+        (GREEDY, ("summary", "acceptance_rate"), 1.2, "summary.acceptance_rate must be between"),
+        (GREEDY, ("summary", "text"), None, "summary.text must be a string"),
+        (GREEDY, ("baseline_summary",), 3, "baseline_summary must be an object"),
+        (GREEDY, ("prompt",), "x" * 40_000, "prompt is 40000 characters long"),
+        (GREEDY, ("prompt_ids",), list(range(10_000)), "prompt_ids has 10000 items"),
+        (GREEDY, ("prompt_ids",), [], "prompt_ids has 0 items"),
+        (GREEDY, ("note",), {"a": 1}, "note must be a string"),
+        (GREEDY, ("pair",), ["a"], "pair must be an object"),
+        (GREEDY, ("pair", "target"), 7, "pair['target'] must be a string"),
+        (GREEDY, ("pair",), {str(i): "x" for i in range(40)}, "pair has 40 entries"),
+        (GREEDY, ("config", "gamma"), "5", "config.gamma must be an integer"),
+        (GREEDY, ("config", "gamma"), 0, "config.gamma must be between 1"),
+        (GREEDY, ("config", "schedule"), "<i>", "config.schedule must be one of"),
+        (GREEDY, ("config", "temperature"), "hot", "config.temperature must be a number"),
+        (GREEDY, ("config", "record_top"), 10**6, "config.record_top must be between 0 and 64"),
+        (GREEDY, ("config", "fuse_prompt"), "yes", "config.fuse_prompt must be true or false"),
+        (GREEDY, ("config", "gamma_max"), 3, "config: gamma_max must be between gamma"),  # SpecConfig.validate's word
+        (GREEDY, ("config",), [], "config must be an object"),
+    ],
+)
 def test_a_field_of_the_wrong_type_or_range_is_refused(path, where, value, fragment):
     refused(mutated(path, where, value), "damaged trace", fragment)
 
@@ -249,61 +256,75 @@ def test_a_lone_surrogate_is_refused():
 
 # --- agreement: a trace must be internally consistent ---------------------------------------------------
 
+
 def bump(value):
     return value + 1
 
 
-@pytest.mark.parametrize("path, where, change, fragment", [
-    (GREEDY, ("rounds", 1, "index"), bump, "rounds[1].index is 2"),
-    (GREEDY, ("rounds", 1, "position"), bump, "rounds[1].position is 2; the rounds before it appended 1"),
-    (GREEDY, ("rounds", 2, "n_accepted"), bump, "rounds[2].n_accepted is 2; its verdicts give 1"),
-    (GREEDY, ("rounds", 2, "rejection_index"), lambda v: None, "rounds[2].drafted: the verdicts disagree"),
-    (GREEDY, ("rounds", 2, "rejection_index"), lambda v: 4, "rounds[2].drafted: the verdicts disagree"),
-    (GREEDY, ("rounds", 1, "rejection_index"), lambda v: 5, "rounds[1].rejection_index is 5, past its 5 drafted"),
-    (GREEDY, ("rounds", 2, "next_source"), lambda v: "bonus", "rounds[2].next_source is 'bonus'"),
-    (GREEDY, ("rounds", 2, "appended"), lambda v: v + [v[-1]], "rounds[2].appended is not the accepted drafts"),
-    (GREEDY, ("rounds", 2, "appended"), lambda v: v[::-1], "rounds[2].appended is not the accepted drafts"),
-    (GREEDY, ("rounds", 2, "gamma"), lambda v: 4, "rounds[2].gamma is 4, with 5 drafted"),
-    (GREEDY, ("rounds", 2, "draft_forwards"), lambda v: 6, "rounds[2].draft_forwards is 6"),
-    (GREEDY, ("rounds", 1, "top_q"), lambda v: [{"id": 1, "text": "a", "prob": 0.5}], "a bonus token has no top_q"),
-    (GREEDY, ("rounds", 2, "target_cache_before"), bump, "rounds[2].target_cache_before"),
-    (GREEDY, ("rounds", 2, "target_cache_after"), bump, "rounds[2].target_cache_after"),
-    (GREEDY, ("rounds", 2, "draft_cache_before"), bump, "rounds[2].draft_cache_before"),
-    (GREEDY, ("rounds", 2, "draft_cache_after"), lambda v: v + 5, "rounds[2].draft_cache_after"),
-    (GREEDY, ("rounds", 3, "elapsed"), lambda v: 0.5, "rounds[3].elapsed (0.5 s) is before the one ahead of it"),
-    (GREEDY, ("rounds", 0, "drafted", 0, "u"), lambda v: 0.5, "rounds[0].drafted[0].u is 0.5 for a rejected token"),
-    (SAMPLED, ("rounds", 0, "drafted", 0, "u"), lambda v: None, "rounds[0].drafted[0].u is null"),
-    (SAMPLED, ("rounds", 1, "drafted", 0, "ratio"), lambda v: 0.1, "rounds[1].drafted[0].verdict is 'accepted', but u"),
-    (SAMPLED, ("rounds", 11, "appended"), lambda v: v[:1], "rounds[11].appended stops at an end of sequence, yet"),
-    (SAMPLED, ("summary", "finish_reason"), lambda v: "length", "summary: 29 tokens, finish_reason 'length'"),
-    (GREEDY, ("summary", "token_ids"), lambda v: v[:-1] + [v[0]], "summary.token_ids are not the tokens"),
-    (GREEDY, ("summary", "new_tokens"), lambda v: v - 1, "summary.new_tokens is 63; its events appended 64"),
-    (GREEDY, ("summary", "rounds"), bump, "summary.rounds is 18; its events add up to 17"),
-    (GREEDY, ("summary", "drafted"), bump, "summary.drafted is 84"),
-    (GREEDY, ("summary", "accepted"), bump, "summary.accepted is 48"),
-    (GREEDY, ("summary", "draft_forwards"), bump, "summary.draft_forwards is 84"),
-    (GREEDY, ("summary", "acceptance_rate"), lambda v: v / 2, "summary.acceptance_rate"),
-    (GREEDY, ("summary", "mean_accepted_per_round"), lambda v: v + 1, "summary.mean_accepted_per_round"),
-    (GREEDY, ("summary", "tokens_per_second"), lambda v: v * 10, "summary.tokens_per_second"),
-    (GREEDY, ("summary", "seconds"), lambda v: 1.0, "summary.seconds (1) ends before"),
-    (GREEDY, ("summary", "method"), lambda v: "autoregressive", "summary.method must be 'speculative'"),
-    (GREEDY, ("baseline", 5, "token", "id"), bump, "baseline_summary.token_ids are not the tokens"),
-    (GREEDY, ("baseline", 5, "index"), bump, "baseline[5].index is 6"),
-    (GREEDY, ("baseline", 5, "elapsed"), lambda v: 0.0, "baseline[5].elapsed"),
-    (GREEDY, ("baseline_summary", "method"), lambda v: "speculative", "baseline_summary.method must be"),
-    (GREEDY, ("summary", "finish_reason"), lambda v: "cancelled", "a cancelled run has no baseline"),
-    (GREEDY, ("baseline_summary", "new_tokens"), bump, "baseline_summary.new_tokens is 65"),
-    (GREEDY, ("baseline_summary", "seconds"), lambda v: 1.0, "baseline_summary.seconds (1) ends before"),
-    (GREEDY, ("baseline_summary",), lambda v: None, "baseline has tokens but there is no baseline_summary"),
-    (GREEDY, ("config", "max_new_tokens"), lambda v: 32, "finish_reason 'length', max_new_tokens 32"),
-    (GREEDY, ("config", "record_top"), lambda v: 4, "rounds[0].top_p has 8 tokens; the settings' record_top is 4"),
-    (GREEDY, ("config", "fuse_prompt"), lambda v: True, "rounds[0].target_cache_before is 48; the round before left 0"),
-    (GREEDY, ("config", "temperature"), lambda v: 0.8, "rounds[0].drafted[0].u is null for a rejected token"),
-    (GREEDY, ("config", "drafter"), lambda v: "ngram", "rounds[0].draft_forwards is 5 for 5 tokens"),
-    (BRANCHED, ("rounds", 3, "alternatives", 0, "verdict"), lambda v: "unchecked", "rounds[3].alternatives:"),
-    (BRANCHED, ("rounds", 3, "n_accepted"), lambda v: v - 1, "rounds[3].n_accepted is 2; its verdicts give 3"),
-    (BRANCHED, ("config", "alternatives"), lambda v: 1, "rounds[0].alternatives has 2"),
-])
+@pytest.mark.parametrize(
+    "path, where, change, fragment",
+    [
+        (GREEDY, ("rounds", 1, "index"), bump, "rounds[1].index is 2"),
+        (GREEDY, ("rounds", 1, "position"), bump, "rounds[1].position is 2; the rounds before it appended 1"),
+        (GREEDY, ("rounds", 2, "n_accepted"), bump, "rounds[2].n_accepted is 2; its verdicts give 1"),
+        (GREEDY, ("rounds", 2, "rejection_index"), lambda v: None, "rounds[2].drafted: the verdicts disagree"),
+        (GREEDY, ("rounds", 2, "rejection_index"), lambda v: 4, "rounds[2].drafted: the verdicts disagree"),
+        (GREEDY, ("rounds", 1, "rejection_index"), lambda v: 5, "rounds[1].rejection_index is 5, past its 5 drafted"),
+        (GREEDY, ("rounds", 2, "next_source"), lambda v: "bonus", "rounds[2].next_source is 'bonus'"),
+        (GREEDY, ("rounds", 2, "appended"), lambda v: v + [v[-1]], "rounds[2].appended is not the accepted drafts"),
+        (GREEDY, ("rounds", 2, "appended"), lambda v: v[::-1], "rounds[2].appended is not the accepted drafts"),
+        (GREEDY, ("rounds", 2, "gamma"), lambda v: 4, "rounds[2].gamma is 4, with 5 drafted"),
+        (GREEDY, ("rounds", 2, "draft_forwards"), lambda v: 6, "rounds[2].draft_forwards is 6"),
+        (GREEDY, ("rounds", 1, "top_q"), lambda v: [{"id": 1, "text": "a", "prob": 0.5}], "a bonus token has no top_q"),
+        (GREEDY, ("rounds", 2, "target_cache_before"), bump, "rounds[2].target_cache_before"),
+        (GREEDY, ("rounds", 2, "target_cache_after"), bump, "rounds[2].target_cache_after"),
+        (GREEDY, ("rounds", 2, "draft_cache_before"), bump, "rounds[2].draft_cache_before"),
+        (GREEDY, ("rounds", 2, "draft_cache_after"), lambda v: v + 5, "rounds[2].draft_cache_after"),
+        (GREEDY, ("rounds", 3, "elapsed"), lambda v: 0.5, "rounds[3].elapsed (0.5 s) is before the one ahead of it"),
+        (GREEDY, ("rounds", 0, "drafted", 0, "u"), lambda v: 0.5, "rounds[0].drafted[0].u is 0.5 for a rejected token"),
+        (SAMPLED, ("rounds", 0, "drafted", 0, "u"), lambda v: None, "rounds[0].drafted[0].u is null"),
+        (
+            SAMPLED,
+            ("rounds", 1, "drafted", 0, "ratio"),
+            lambda v: 0.1,
+            "rounds[1].drafted[0].verdict is 'accepted', but u",
+        ),
+        (SAMPLED, ("rounds", 11, "appended"), lambda v: v[:1], "rounds[11].appended stops at an end of sequence, yet"),
+        (SAMPLED, ("summary", "finish_reason"), lambda v: "length", "summary: 29 tokens, finish_reason 'length'"),
+        (GREEDY, ("summary", "token_ids"), lambda v: v[:-1] + [v[0]], "summary.token_ids are not the tokens"),
+        (GREEDY, ("summary", "new_tokens"), lambda v: v - 1, "summary.new_tokens is 63; its events appended 64"),
+        (GREEDY, ("summary", "rounds"), bump, "summary.rounds is 18; its events add up to 17"),
+        (GREEDY, ("summary", "drafted"), bump, "summary.drafted is 84"),
+        (GREEDY, ("summary", "accepted"), bump, "summary.accepted is 48"),
+        (GREEDY, ("summary", "draft_forwards"), bump, "summary.draft_forwards is 84"),
+        (GREEDY, ("summary", "acceptance_rate"), lambda v: v / 2, "summary.acceptance_rate"),
+        (GREEDY, ("summary", "mean_accepted_per_round"), lambda v: v + 1, "summary.mean_accepted_per_round"),
+        (GREEDY, ("summary", "tokens_per_second"), lambda v: v * 10, "summary.tokens_per_second"),
+        (GREEDY, ("summary", "seconds"), lambda v: 1.0, "summary.seconds (1) ends before"),
+        (GREEDY, ("summary", "method"), lambda v: "autoregressive", "summary.method must be 'speculative'"),
+        (GREEDY, ("baseline", 5, "token", "id"), bump, "baseline_summary.token_ids are not the tokens"),
+        (GREEDY, ("baseline", 5, "index"), bump, "baseline[5].index is 6"),
+        (GREEDY, ("baseline", 5, "elapsed"), lambda v: 0.0, "baseline[5].elapsed"),
+        (GREEDY, ("baseline_summary", "method"), lambda v: "speculative", "baseline_summary.method must be"),
+        (GREEDY, ("summary", "finish_reason"), lambda v: "cancelled", "a cancelled run has no baseline"),
+        (GREEDY, ("baseline_summary", "new_tokens"), bump, "baseline_summary.new_tokens is 65"),
+        (GREEDY, ("baseline_summary", "seconds"), lambda v: 1.0, "baseline_summary.seconds (1) ends before"),
+        (GREEDY, ("baseline_summary",), lambda v: None, "baseline has tokens but there is no baseline_summary"),
+        (GREEDY, ("config", "max_new_tokens"), lambda v: 32, "finish_reason 'length', max_new_tokens 32"),
+        (GREEDY, ("config", "record_top"), lambda v: 4, "rounds[0].top_p has 8 tokens; the settings' record_top is 4"),
+        (
+            GREEDY,
+            ("config", "fuse_prompt"),
+            lambda v: True,
+            "rounds[0].target_cache_before is 48; the round before left 0",
+        ),
+        (GREEDY, ("config", "temperature"), lambda v: 0.8, "rounds[0].drafted[0].u is null for a rejected token"),
+        (GREEDY, ("config", "drafter"), lambda v: "ngram", "rounds[0].draft_forwards is 5 for 5 tokens"),
+        (BRANCHED, ("rounds", 3, "alternatives", 0, "verdict"), lambda v: "unchecked", "rounds[3].alternatives:"),
+        (BRANCHED, ("rounds", 3, "n_accepted"), lambda v: v - 1, "rounds[3].n_accepted is 2; its verdicts give 3"),
+        (BRANCHED, ("config", "alternatives"), lambda v: 1, "rounds[0].alternatives has 2"),
+    ],
+)
 def test_a_trace_whose_parts_disagree_is_refused(path, where, change, fragment):
     data = data_of(path)
     *parents, last = where
@@ -318,9 +339,19 @@ def test_a_run_stopped_before_its_first_round():
     """Cancelled before round 0 it is a trace of no tokens; an end of sequence needs a token."""
     data = data_of(GREEDY)
     data.update(rounds=[], baseline=[], baseline_summary=None)
-    data["summary"].update(token_ids=[], text="", new_tokens=0, rounds=0, drafted=0, accepted=0, acceptance_rate=0.0,
-                           mean_accepted_per_round=0.0, tokens_per_second=0.0, draft_forwards=0,
-                           finish_reason="cancelled")
+    data["summary"].update(
+        token_ids=[],
+        text="",
+        new_tokens=0,
+        rounds=0,
+        drafted=0,
+        accepted=0,
+        acceptance_rate=0.0,
+        mean_accepted_per_round=0.0,
+        tokens_per_second=0.0,
+        draft_forwards=0,
+        finish_reason="cancelled",
+    )
     assert trace_from_json(json.dumps(data)).summary.new_tokens == 0
     data["summary"]["finish_reason"] = "eos"
     refused(json.dumps(data), "summary.finish_reason is 'eos' but no token was made")
@@ -334,37 +365,43 @@ def test_the_branched_trace_keeps_an_alternative_where_the_check_expects_it():
 
 # --- the parser: nothing escapes, nothing huge is built --------------------------------------------------
 
-@pytest.mark.parametrize("content, fragment", [
-    (b"not json at all", "not a JSON file"),
-    (b"\xff\xfe\x00", "not a JSON file"),
-    (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
-    (b'{"format": "specviz-trace", "version": ' + b"9" * 5000 + b"}", "Exceeds the limit (4300 digits)"),
-    (b'{"format": "specviz-trace", "version": 1e999}', "version inf is not supported"),
-    (b'{"format": "specviz-trace", "version": NaN}', "NaN is not a number a trace can hold"),
-    (b'{"format": "specviz-trace", "version": -Infinity}', "-Infinity is not a number"),
-    (b"[" + b"[]," * 1_000_001 + b"[]]", "it has 1000003 '[' characters"),
-    (b"[" + b"{}," * 1_000_001 + b"{}]", "objects"),
-    (b" " * (32 * 2**20 + 1), "it is over 32 MB"),
-    (b'{"format": "specviz-trace", "version": true}', "version true is not supported"),
-    (b'{"format": "specviz-trace", "version": [[[1]]]}', "version an array is not supported"),
-])
+
+@pytest.mark.parametrize(
+    "content, fragment",
+    [
+        (b"not json at all", "not a JSON file"),
+        (b"\xff\xfe\x00", "not a JSON file"),
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+        (b'{"format": "specviz-trace", "version": ' + b"9" * 5000 + b"}", "Exceeds the limit (4300 digits)"),
+        (b'{"format": "specviz-trace", "version": 1e999}', "version inf is not supported"),
+        (b'{"format": "specviz-trace", "version": NaN}', "NaN is not a number a trace can hold"),
+        (b'{"format": "specviz-trace", "version": -Infinity}', "-Infinity is not a number"),
+        (b"[" + b"[]," * 1_000_001 + b"[]]", "it has 1000003 '[' characters"),
+        (b"[" + b"{}," * 1_000_001 + b"{}]", "objects"),
+        (b" " * (32 * 2**20 + 1), "it is over 32 MB"),
+        (b'{"format": "specviz-trace", "version": true}', "version true is not supported"),
+        (b'{"format": "specviz-trace", "version": [[[1]]]}', "version an array is not supported"),
+    ],
+)
 def test_hostile_json_is_one_trace_error(content, fragment):
     refused(content, fragment)
 
 
 def test_non_finite_times_are_refused():
-    text = mutated(GREEDY, ("rounds", 0, "elapsed"), float("inf"))      # json.dumps writes Infinity
+    text = mutated(GREEDY, ("rounds", 0, "elapsed"), float("inf"))  # json.dumps writes Infinity
     refused(text, "Infinity is not a number")
     refused(mutated(GREEDY, ("summary", "seconds"), float("nan")), "NaN is not a number")
-    refused(mutated(GREEDY, ("rounds", 0, "elapsed"), 1.0).replace('"elapsed": 1.0', '"elapsed": 1e999', 1),
-            "rounds[0].elapsed must be between 0 and 86400, got inf")
+    refused(
+        mutated(GREEDY, ("rounds", 0, "elapsed"), 1.0).replace('"elapsed": 1.0', '"elapsed": 1e999', 1),
+        "rounds[0].elapsed must be between 0 and 86400, got inf",
+    )
     refused(mutated(GREEDY, ("summary", "tokens_per_second"), 10**400), "summary.tokens_per_second must be between")
 
 
 def test_an_oversized_file_is_refused_without_being_read_whole(tmp_path):
     path = tmp_path / "big.json"
     with path.open("wb") as f:
-        f.truncate(2 * check.MAX_FILE_BYTES)          # sparse: cheap to make
+        f.truncate(2 * check.MAX_FILE_BYTES)  # sparse: cheap to make
     with pytest.raises(TraceError, match="it is over 32 MB"):
         load_trace(path)
 

@@ -1,6 +1,7 @@
 """Fuzzing the trace loader (issue 14): mutated and hostile versions of real traces either load or are refused
 with one TraceError whose message is one short line; no other exception escapes, and whatever loads saves and
 loads again unchanged."""
+
 import json
 from pathlib import Path
 
@@ -10,9 +11,11 @@ from hypothesis import strategies as st
 from specviz.trace import Trace, TraceError, trace_from_json
 
 ROOT = Path(__file__).resolve().parent.parent
-BASES = [ROOT / "tests" / "data" / "tiny_trace.json",                       # greedy, tiny pair
-         ROOT / "assets" / "traces" / "2_prose_sampling.json",             # sampling: draws u, an end of sequence
-         ROOT / "assets" / "traces" / "5_prose_auto_alternatives.json"]    # auto schedule, lookahead, alternatives
+BASES = [
+    ROOT / "tests" / "data" / "tiny_trace.json",  # greedy, tiny pair
+    ROOT / "assets" / "traces" / "2_prose_sampling.json",  # sampling: draws u, an end of sequence
+    ROOT / "assets" / "traces" / "5_prose_auto_alternatives.json",
+]  # auto schedule, lookahead, alternatives
 TEXTS = [path.read_text(encoding="utf-8") for path in BASES]
 FUZZ = settings(max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -52,14 +55,29 @@ def outcome(text: str | bytes) -> Trace | None:
     return trace
 
 
-MARKUP = st.sampled_from(["<script>alert(1)</script>", '5" onmouseover="alert(1)', "' style='x", "</div><div>",
-                          "&lt;&amp;", "\u202e", "\x00", "\ud800", "\\", "{{x}}", "x" * 5000])
+MARKUP = st.sampled_from(
+    [
+        "<script>alert(1)</script>",
+        '5" onmouseover="alert(1)',
+        "' style='x",
+        "</div><div>",
+        "&lt;&amp;",
+        "\u202e",
+        "\x00",
+        "\ud800",
+        "\\",
+        "{{x}}",
+        "x" * 5000,
+    ]
+)
 VALUES = st.one_of(
-    MARKUP, st.text(max_size=20),
-    st.integers(min_value=-2**70, max_value=2**70),
+    MARKUP,
+    st.text(max_size=20),
+    st.integers(min_value=-(2**70), max_value=2**70),
     st.sampled_from([0, 1, -1, 2**31 - 1, 2**31, 2**63, 10**30]),
-    st.floats(allow_nan=True, allow_infinity=True),             # json.dumps writes NaN and Infinity
-    st.booleans(), st.none(),
+    st.floats(allow_nan=True, allow_infinity=True),  # json.dumps writes NaN and Infinity
+    st.booleans(),
+    st.none(),
     st.lists(st.integers(-5, 200), max_size=40),
     st.dictionaries(st.text(max_size=8), st.integers(), max_size=3),
     st.lists(st.fixed_dictionaries({"id": st.integers(0, 200), "text": MARKUP, "prob": st.floats(0, 1)}), max_size=3),
@@ -97,8 +115,9 @@ def test_numbers_nudged(target, change):
 
 
 @FUZZ
-@given(base_and_path(of_types=(str,)), st.one_of(MARKUP, st.text(max_size=30),
-                                                 st.integers(0xD800, 0xDFFF).map(chr)))   # a lone surrogate
+@given(
+    base_and_path(of_types=(str,)), st.one_of(MARKUP, st.text(max_size=30), st.integers(0xD800, 0xDFFF).map(chr))
+)  # a lone surrogate
 def test_any_text_replaced_by_markup_or_any_text(target, text):
     """Markup in a text field is data (the pages escape it); text no page can encode is refused."""
     data, path = target
@@ -124,11 +143,15 @@ RAW = "\u0000raw\u0000"
 
 
 @FUZZ
-@given(base_and_path(), st.one_of(
-    st.integers(10, 3000).map(lambda depth: "[" * depth + "]" * depth),
-    st.integers(10, 3000).map(lambda depth: '{"a":' * depth + "1" + "}" * depth),
-    st.integers(1, 6000).map(lambda digits: "9" * digits),
-    st.sampled_from(["NaN", "Infinity", "-Infinity", "1e999", "-1e999", "1e-999", "-0", "0.0", "1E400"])))
+@given(
+    base_and_path(),
+    st.one_of(
+        st.integers(10, 3000).map(lambda depth: "[" * depth + "]" * depth),
+        st.integers(10, 3000).map(lambda depth: '{"a":' * depth + "1" + "}" * depth),
+        st.integers(1, 6000).map(lambda digits: "9" * digits),
+        st.sampled_from(["NaN", "Infinity", "-Infinity", "1e999", "-1e999", "1e-999", "-0", "0.0", "1E400"]),
+    ),
+)
 def test_deep_nesting_and_extreme_literals_anywhere(target, literal):
     data, path = target
     text = json.dumps(put(data, path, RAW)).replace(json.dumps(RAW), literal, 1)

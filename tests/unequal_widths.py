@@ -4,19 +4,21 @@ The tokenizer has 29 ids (<unk> + 28 characters); the target and the draft have 
 output ids. The draft is a noisy copy of the target on the ids both have; the ids only one model has get large
 output weights, so that the model which has them proposes or produces them often.
 """
+
 import torch
 
 from specviz.models import ModelPair, PairSpec
 from specviz.tiny import char_tokenizer, tiny_model
 
-ALPHABET = "abcdefghijklmnopqrstuvwxyz ."   # 28 characters: token ids 0..28
+ALPHABET = "abcdefghijklmnopqrstuvwxyz ."  # 28 characters: token ids 0..28
 TOKENS = len(ALPHABET) + 1
 PROMPT = "the cat sat on the mat. the cat sat on the"
 
 
 @torch.no_grad()
-def unequal_pair(target_rows: int, draft_rows: int, seed: int = 0, noise: float = 0.05,
-                 extra_weight: float = 3.0) -> ModelPair:
+def unequal_pair(
+    target_rows: int, draft_rows: int, seed: int = 0, noise: float = 0.05, extra_weight: float = 3.0
+) -> ModelPair:
     tokenizer = char_tokenizer(ALPHABET)
     target = tiny_model(target_rows, seed)
     draft = tiny_model(draft_rows, seed + 1)
@@ -29,7 +31,13 @@ def unequal_pair(target_rows: int, draft_rows: int, seed: int = 0, noise: float 
         weight.add_(noise * weight.std() * torch.randn(weight.shape, generator=generator))
     wider = draft if draft_rows > target_rows else target
     wider.lm_head.weight[shared:] *= extra_weight
-    names = {"target": f"tiny-{target_rows}", "draft": f"tiny-{draft_rows}", "device": "cpu", "dtype": "float32",
-             "draft_quantized": "no"}
-    return ModelPair(target, draft, tokenizer, torch.device("cpu"), torch.float32,
-                     PairSpec(target="tiny", draft="tiny"), names)
+    names = {
+        "target": f"tiny-{target_rows}",
+        "draft": f"tiny-{draft_rows}",
+        "device": "cpu",
+        "dtype": "float32",
+        "draft_quantized": "no",
+    }
+    return ModelPair(
+        target, draft, tokenizer, torch.device("cpu"), torch.float32, PairSpec(target="tiny", draft="tiny"), names
+    )

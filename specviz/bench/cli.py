@@ -1,4 +1,5 @@
 """python -m specviz bench: its arguments, and the run from loading the pair to writing the JSON."""
+
 from __future__ import annotations
 
 import argparse
@@ -26,42 +27,71 @@ BENCH_DEFAULTS = dict(gamma=6, schedule="auto", gamma_max=16, draft_confidence=0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--prompts", default=str(DEFAULT_PROMPTS), help="JSON file {\"category\": [prompt, ...]}")
-    parser.add_argument("--categories", default=",".join(CATEGORIES),
-                        help="comma-separated categories of the prompt file (default: all five)")
+    parser.add_argument("--prompts", default=str(DEFAULT_PROMPTS), help='JSON file {"category": [prompt, ...]}')
+    parser.add_argument(
+        "--categories",
+        default=",".join(CATEGORIES),
+        help="comma-separated categories of the prompt file (default: all five)",
+    )
     parser.add_argument("--per-category", type=int, default=None, help="use only the first N prompts of each category")
     add_config_arguments(parser, defaults=SpecConfig(**BENCH_DEFAULTS))
     parser.add_argument("--repeats", type=int, default=1, help="times every prompt is run per method")
-    parser.add_argument("--aggregate", choices=["min", "mean"], default="min",
-                        help="over the repeats, per prompt and method: the least disturbed run (min) or all (mean)")
-    parser.add_argument("--methods", default=",".join(DEFAULT_METHODS),
-                        help=f"comma-separated, from {', '.join(METHODS)} (baseline is required)")
+    parser.add_argument(
+        "--aggregate",
+        choices=["min", "mean"],
+        default="min",
+        help="over the repeats, per prompt and method: the least disturbed run (min) or all (mean)",
+    )
+    parser.add_argument(
+        "--methods",
+        default=",".join(DEFAULT_METHODS),
+        help=f"comma-separated, from {', '.join(METHODS)} (baseline is required)",
+    )
     parser.add_argument("--no-warmup", action="store_true")
-    parser.add_argument("--no-fuse-prompt", action="store_true",
-                        help="give the prompt its own forward pass in our methods "
-                             "(default: fused into the first round)")
+    parser.add_argument(
+        "--no-fuse-prompt",
+        action="store_true",
+        help="give the prompt its own forward pass in our methods (default: fused into the first round)",
+    )
     parser.add_argument("--raw", action="store_true", help="plain continuation, no chat template")
-    parser.add_argument("--no-prepack", action="store_true",
-                        help="keep MKL's linear layers in the float32 target on CPU "
-                             "(default: oneDNN prepacked weights)")
-    parser.add_argument("--compile", action="store_true",
-                        help="static KV cache + torch.compile for the one-token steps of the target and the draft "
-                             "(CUDA graphs on a GPU; for ours and the baseline, not transformers' methods; "
-                             "--alternatives is then off: a compiled step takes no token-tree mask)")
+    parser.add_argument(
+        "--no-prepack",
+        action="store_true",
+        help="keep MKL's linear layers in the float32 target on CPU (default: oneDNN prepacked weights)",
+    )
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="static KV cache + torch.compile for the one-token steps of the target and the draft "
+        "(CUDA graphs on a GPU; for ours and the baseline, not transformers' methods; "
+        "--alternatives is then off: a compiled step takes no token-tree mask)",
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own choice)")
     parser.add_argument("--curve-gammas", type=int, default=CURVE_GAMMAS, help="largest g of the verify-cost curve")
-    parser.add_argument("--json", default=None, metavar="PATH",
-                        help="where to write the JSON (default: out/bench-<time>.json)")
-    parser.add_argument("--curve-out", default=None, metavar="PATH",
-                        help="also write the verify-cost curve here (default for the built-in pair: "
-                             "assets/verify_curve_<device>.json; 'none' to skip)")
+    parser.add_argument(
+        "--json", default=None, metavar="PATH", help="where to write the JSON (default: out/bench-<time>.json)"
+    )
+    parser.add_argument(
+        "--curve-out",
+        default=None,
+        metavar="PATH",
+        help="also write the verify-cost curve here (default for the built-in pair: "
+        "assets/verify_curve_<device>.json; 'none' to skip)",
+    )
 
 
 def _settings(args: argparse.Namespace) -> BenchSettings:
     config = replace(config_from(args), fuse_prompt=not args.no_fuse_prompt)
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
-    return BenchSettings(config=config, methods=methods, repeats=args.repeats, warmup=not args.no_warmup,
-                         chat=not args.raw, curve_gammas=args.curve_gammas, aggregate=args.aggregate).validate()
+    return BenchSettings(
+        config=config,
+        methods=methods,
+        repeats=args.repeats,
+        warmup=not args.no_warmup,
+        chat=not args.raw,
+        curve_gammas=args.curve_gammas,
+        aggregate=args.aggregate,
+    ).validate()
 
 
 def _log(message: str) -> None:
@@ -72,11 +102,12 @@ def _load(args: argparse.Namespace):
     from ..models import load_pair
 
     started = time.perf_counter()
-    spec = replace(pair_spec(args), prepack_target=not args.no_prepack)   # load_pair prepacks by default
+    spec = replace(pair_spec(args), prepack_target=not args.no_prepack)  # load_pair prepacks by default
     pair = load_pair(spec, progress=ConsoleProgress())
     load_seconds = time.perf_counter() - started
     if args.compile:
         from ..kvcache import enable_compiled_decoding
+
         models = [pair.target]
         # torch.compile does not trace the CPU's int8 dynamic-quantized draft: that one stays eager
         if pair.draft is not None and pair.names.get("draft_quantized") != "int8":
@@ -85,8 +116,10 @@ def _load(args: argparse.Namespace):
             enable_compiled_decoding(model)
         _log("compiled decoding on: the warm-up compiles (tens of seconds)")
     kernels = "prepacked for oneDNN" if is_prepacked(pair.target) else "as loaded"
-    _log(f"pair loaded in {load_seconds:.1f} s ({pair.names.get('target')} <- {pair.names.get('draft')}, "
-         f"{pair.device}; target linear layers {kernels})")
+    _log(
+        f"pair loaded in {load_seconds:.1f} s ({pair.names.get('target')} <- {pair.names.get('draft')}, "
+        f"{pair.device}; target linear layers {kernels})"
+    )
     return pair, load_seconds
 
 
@@ -99,6 +132,7 @@ def _curve_path(args: argparse.Namespace) -> Path | None:
     if args.target != "builtin":
         return None
     from ..models import resolve_device
+
     device = resolve_device(args.device)
     return output_path(ROOT / "assets" / f"verify_curve_{device.type}.json", "--curve-out", make_parents=True)
 

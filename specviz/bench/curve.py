@@ -4,6 +4,7 @@ It gives the theory its costs: c = t_draft / t_target and t_verify(g) (see specv
 Each figure is the median of its samples; the benchmark adds a set of samples at every prompt, so that
 one noisy moment does not make the curve.
 """
+
 from __future__ import annotations
 
 import time
@@ -26,8 +27,9 @@ def _median(values: Sequence[float]) -> float:
 
 
 @torch.inference_mode()
-def _forward_samples(model, context: list[int], max_new: int, repeats: int, vocab: int,
-                     seed: int = 0) -> list[list[float]]:
+def _forward_samples(
+    model, context: list[int], max_new: int, repeats: int, vocab: int, seed: int = 0
+) -> list[list[float]]:
     """Seconds of KV-cached forwards over n = 1..max_new new tokens after `context` (`repeats` samples
     each, after one warm-up), through the engine's own CachedModel (so a compiled decoder's steps are
     what is timed)."""
@@ -47,15 +49,17 @@ def _forward_samples(model, context: list[int], max_new: int, repeats: int, voca
             state.feed(ids, logits_to_keep=n)
             synchronize(device)
             times.append(time.perf_counter() - start)
-            state.cache.crop(-n)                           # this transformers takes minus the count to remove
+            state.cache.crop(-n)  # this transformers takes minus the count to remove
             del state.ids[-n:]
         samples.append(times[1:])
     return samples
 
 
 def _vocab(pair) -> int:
-    return min(pair.target.config.get_text_config().vocab_size,
-               pair.draft.config.get_text_config().vocab_size if pair.draft is not None else 10**9)
+    return min(
+        pair.target.config.get_text_config().vocab_size,
+        pair.draft.config.get_text_config().vocab_size if pair.draft is not None else 10**9,
+    )
 
 
 def measure_verify_curve(pair, context: list[int], max_gamma: int = CURVE_GAMMAS, repeats: int = 3) -> dict:
@@ -63,16 +67,24 @@ def measure_verify_curve(pair, context: list[int], max_gamma: int = CURVE_GAMMAS
     tokens; g = 0 is one plain decoding step), and the draft's time for one step, at `context`."""
     vocab = _vocab(pair)
     curve = {
-        "format": CURVE_FORMAT, "version": CURVE_VERSION,
-        "device": pair.device.type, "device_name": device_name(pair.device), "threads": torch.get_num_threads(),
-        "target": pair.names.get("target", "?"), "draft": pair.names.get("draft", "?"),
-        "dtype": pair.names.get("dtype", "?"), "draft_quantized": pair.names.get("draft_quantized", "?"),
+        "format": CURVE_FORMAT,
+        "version": CURVE_VERSION,
+        "device": pair.device.type,
+        "device_name": device_name(pair.device),
+        "threads": torch.get_num_threads(),
+        "target": pair.names.get("target", "?"),
+        "draft": pair.names.get("draft", "?"),
+        "dtype": pair.names.get("dtype", "?"),
+        "draft_quantized": pair.names.get("draft_quantized", "?"),
         "target_prepacked": is_prepacked(pair.target),
-        "contexts": [len(context)], "context_tokens": len(context),
-        "gamma": list(range(max_gamma + 1)), "tokens": [g + 1 for g in range(max_gamma + 1)],
+        "contexts": [len(context)],
+        "context_tokens": len(context),
+        "gamma": list(range(max_gamma + 1)),
+        "tokens": [g + 1 for g in range(max_gamma + 1)],
         "target_samples": _forward_samples(pair.target, context, max_gamma + 1, repeats, vocab),
         "draft_samples": _forward_samples(pair.draft, context, 2, repeats, vocab) if pair.draft is not None else None,
-        "torch": torch.__version__, "transformers": transformers_version(),
+        "torch": torch.__version__,
+        "transformers": transformers_version(),
     }
     return _summarize_curve(curve)
 
@@ -94,24 +106,34 @@ def _summarize_curve(curve: dict) -> dict:
     draft = [_median(s) for s in curve["draft_samples"]] if curve.get("draft_samples") else None
     t0 = target[0]
     curve.update(
-        context_tokens=round(_median(curve["contexts"])), samples=len(curve["target_samples"][0]),
-        target_seconds=target, relative_to_one_token=[t / t0 for t in target], target_step_seconds=t0,
-        draft_step_seconds=draft[0] if draft else None, draft_two_token_seconds=draft[1] if draft else None,
-        cost_ratio_c=draft[0] / t0 if draft else None, measured_at=now())
+        context_tokens=round(_median(curve["contexts"])),
+        samples=len(curve["target_samples"][0]),
+        target_seconds=target,
+        relative_to_one_token=[t / t0 for t in target],
+        target_step_seconds=t0,
+        draft_step_seconds=draft[0] if draft else None,
+        draft_two_token_seconds=draft[1] if draft else None,
+        cost_ratio_c=draft[0] / t0 if draft else None,
+        measured_at=now(),
+    )
     return curve
 
 
 def format_curve(curve: dict) -> str:
     t0 = curve["target_step_seconds"]
-    lines = [f"Verify-cost curve ({curve['device_name']}, {curve['threads']} threads, "
-             f"context {curve['context_tokens']} tokens): the target's time for one forward over g+1 tokens, "
-             f"next to one token"]
+    lines = [
+        f"Verify-cost curve ({curve['device_name']}, {curve['threads']} threads, "
+        f"context {curve['context_tokens']} tokens): the target's time for one forward over g+1 tokens, "
+        f"next to one token"
+    ]
     lines.append("   g  tokens   seconds   x one token")
     for g, t in zip(curve["gamma"], curve["target_seconds"], strict=True):
         lines.append(f"  {g:2d}  {g + 1:6d}  {t:8.4f}  {t / t0:6.2f}")
     if curve.get("draft_step_seconds"):
-        lines.append(f"  draft step {curve['draft_step_seconds']:.4f} s, target step {t0:.4f} s: "
-                     f"cost ratio c = {curve['cost_ratio_c']:.3f}")
+        lines.append(
+            f"  draft step {curve['draft_step_seconds']:.4f} s, target step {t0:.4f} s: "
+            f"cost ratio c = {curve['cost_ratio_c']:.3f}"
+        )
     return "\n".join(lines)
 
 

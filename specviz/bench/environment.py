@@ -1,4 +1,5 @@
 """What the benchmark records about where it ran: peak memory per method, the device, the versions."""
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -71,10 +72,16 @@ def device_name(device: torch.device) -> str:
 
 
 def environment(pair) -> dict[str, Any]:
-    return {"python": platform.python_version(), "torch": torch.__version__,
-            "transformers": transformers_version(), "device": str(pair.device),
-            "device_name": device_name(pair.device), "threads": torch.get_num_threads(),
-            "load_average": _load_average(), "argv": sys.argv}
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers_version(),
+        "device": str(pair.device),
+        "device_name": device_name(pair.device),
+        "threads": torch.get_num_threads(),
+        "load_average": _load_average(),
+        "argv": sys.argv,
+    }
 
 
 def _load_average() -> list[float] | None:
@@ -86,6 +93,7 @@ def _load_average() -> list[float] | None:
 
 def transformers_version() -> str:
     import transformers
+
     return transformers.__version__
 
 
@@ -95,4 +103,5 @@ def now() -> str:
 
 def is_prepacked(model) -> bool:
     from ..fastpath import is_prepacked as check
+
     return check(model)

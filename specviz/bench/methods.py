@@ -1,11 +1,12 @@
 """The benchmark's methods, one timed run each: ours (the target alone, speculative) and transformers' generate.
 
-  baseline       our autoregressive_generate: the target alone, KV-cached (what speed-ups are relative to)
-  speculative    our speculative_generate with the given SpecConfig
-  hf_assisted    transformers' assisted generation with its defaults (20 draft tokens, confidence 0.4)
-  hf_matched     the same with our draft length and confidence threshold (constant schedule)
-  hf_plain       (optional) target.generate() alone: a check that our baseline is not slow
+baseline       our autoregressive_generate: the target alone, KV-cached (what speed-ups are relative to)
+speculative    our speculative_generate with the given SpecConfig
+hf_assisted    transformers' assisted generation with its defaults (20 draft tokens, confidence 0.4)
+hf_matched     the same with our draft length and confidence threshold (constant schedule)
+hf_plain       (optional) target.generate() alone: a check that our baseline is not slow
 """
+
 from __future__ import annotations
 
 import copy
@@ -22,8 +23,11 @@ from .environment import PeakMemory
 
 METHODS = ("baseline", "speculative", "hf_assisted", "hf_matched", "hf_plain")
 DEFAULT_METHODS = ("baseline", "speculative", "hf_assisted", "hf_matched")
-HF_DEFAULTS = {"num_assistant_tokens": 20, "assistant_confidence_threshold": 0.4,
-               "num_assistant_tokens_schedule": "constant"}  # transformers' own defaults (5.x)
+HF_DEFAULTS = {
+    "num_assistant_tokens": 20,
+    "assistant_confidence_threshold": 0.4,
+    "num_assistant_tokens_schedule": "constant",
+}  # transformers' own defaults (5.x)
 
 
 @dataclass
@@ -34,8 +38,8 @@ class Run:
     repeat: int
     token_ids: list[int]
     new_tokens: int
-    seconds: float                     # wall time of the whole call, prompt pass included
-    prefill_seconds: float | None      # our methods: the prompt pass they measured themselves
+    seconds: float  # wall time of the whole call, prompt pass included
+    prefill_seconds: float | None  # our methods: the prompt pass they measured themselves
     memory: dict[str, int | None]
     stats: dict[str, Any] = field(default_factory=dict)  # speculative: rounds, gammas, acceptance, timings
 
@@ -46,13 +50,19 @@ def _spec_stats(rounds, summary) -> dict[str, Any]:
     accepted = sum(r.chain_accepted for r in rounds)
     checked = sum(len(r.drafted) if r.rejection_index is None else r.rejection_index + 1 for r in rounds)
     return {
-        "rounds": summary.rounds, "drafted": summary.drafted, "accepted": accepted, "checked": checked,
+        "rounds": summary.rounds,
+        "drafted": summary.drafted,
+        "accepted": accepted,
+        "checked": checked,
         "alternatives_kept": summary.accepted - accepted,
         "drafted_per_round": [len(r.drafted) for r in rounds],
         "accepted_per_round": [r.n_accepted for r in rounds],
-        "draft_seconds": summary.draft_seconds, "verify_seconds": summary.verify_seconds,
-        "draft_forwards": summary.draft_forwards, "bookkeeping_seconds": summary.bookkeeping_seconds,
-        "engine_seconds": summary.seconds, "finish_reason": summary.finish_reason,
+        "draft_seconds": summary.draft_seconds,
+        "verify_seconds": summary.verify_seconds,
+        "draft_forwards": summary.draft_forwards,
+        "bookkeeping_seconds": summary.bookkeeping_seconds,
+        "engine_seconds": summary.seconds,
+        "finish_reason": summary.finish_reason,
     }
 
 
@@ -75,8 +85,9 @@ def hf_generation_config(pair, config: SpecConfig, assisted: dict | None):
 
     eos = sorted(pair.eos_ids)
     pad = pair.tokenizer.pad_token_id if pair.tokenizer.pad_token_id is not None else (eos[0] if eos else 0)
-    kwargs: dict[str, Any] = dict(max_new_tokens=config.max_new_tokens, eos_token_id=eos or None,
-                                  pad_token_id=pad, do_sample=not config.greedy)
+    kwargs: dict[str, Any] = dict(
+        max_new_tokens=config.max_new_tokens, eos_token_id=eos or None, pad_token_id=pad, do_sample=not config.greedy
+    )
     if not config.greedy:
         kwargs.update(temperature=config.temperature, top_k=config.top_k, top_p=config.top_p)
     return GenerationConfig(**kwargs)
@@ -99,28 +110,40 @@ def _hf(pair, ids: list[int], config: SpecConfig, assisted: dict | None) -> tupl
         pair.draft.generation_config = draft_config
         kwargs["assistant_model"] = pair.draft
     try:
-        torch.manual_seed(config.seed)                    # transformers samples from the global generator
+        torch.manual_seed(config.seed)  # transformers samples from the global generator
         synchronize(device)
         start = time.perf_counter()
-        out = pair.target.generate(input_ids, attention_mask=torch.ones_like(input_ids),
-                                   generation_config=generation_config, **kwargs)
+        out = pair.target.generate(
+            input_ids, attention_mask=torch.ones_like(input_ids), generation_config=generation_config, **kwargs
+        )
         synchronize(device)
         seconds = time.perf_counter() - start
     finally:
         if saved is not None:
             pair.draft.generation_config = saved
-    return out[0, len(ids):].tolist(), seconds
+    return out[0, len(ids) :].tolist(), seconds
 
 
 def hf_matched_settings(config: SpecConfig) -> dict:
     """transformers' assisted generation with our draft length and confidence threshold."""
     length = config.gamma if config.schedule == "constant" else config.gamma_max
-    return {"num_assistant_tokens": length, "assistant_confidence_threshold": config.draft_confidence,
-            "num_assistant_tokens_schedule": "constant"}
+    return {
+        "num_assistant_tokens": length,
+        "assistant_confidence_threshold": config.draft_confidence,
+        "num_assistant_tokens_schedule": "constant",
+    }
 
 
-def run_method(pair, method: str, ids: list[int], config: SpecConfig, memory: PeakMemory,
-               category: str = "", prompt_index: int = 0, repeat: int = 0) -> Run:
+def run_method(
+    pair,
+    method: str,
+    ids: list[int],
+    config: SpecConfig,
+    memory: PeakMemory,
+    category: str = "",
+    prompt_index: int = 0,
+    repeat: int = 0,
+) -> Run:
     gc.collect()
     memory.reset()
     prefill = None
@@ -137,5 +160,15 @@ def run_method(pair, method: str, ids: list[int], config: SpecConfig, memory: Pe
         tokens, seconds = _hf(pair, ids, config, None)
     else:
         raise ConfigError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
-    return Run(method=method, category=category, prompt_index=prompt_index, repeat=repeat, token_ids=tokens,
-               new_tokens=len(tokens), seconds=seconds, prefill_seconds=prefill, memory=memory.read(), stats=stats)
+    return Run(
+        method=method,
+        category=category,
+        prompt_index=prompt_index,
+        repeat=repeat,
+        token_ids=tokens,
+        new_tokens=len(tokens),
+        seconds=seconds,
+        prefill_seconds=prefill,
+        memory=memory.read(),
+        stats=stats,
+    )

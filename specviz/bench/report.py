@@ -1,4 +1,5 @@
 """The benchmark's table: one row per category and one overall, then what each column means."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -21,12 +22,19 @@ def _row(name: str, s: dict[str, Any], methods: list[str]) -> list[str]:
     row = [name, str(s["prompts"])]
     row += [_f(s["tokens_per_second"].get(m)) for m in methods]
     row += [_f(s["speedup"].get(m), suffix="x") for m in methods if m != "baseline"]
-    row += [_f(s["ratio_to_hf"].get("hf_assisted")), _f(s["ratio_to_hf"].get("hf_matched")),
-            _f(s.get("acceptance_rate")), _f(s.get("mean_accepted_per_round")),
-            _f(s.get("alternatives_kept_per_round")), _f(s.get("mean_gamma"), ".1f"),
-            _f(s.get("draft_forwards_per_drafted")), _f(s.get("cost_ratio_c"), ".3f"),
-            _f(s.get("predicted_speedup"), suffix="x"), _f(s.get("efficiency")),
-            {True: "yes", False: "NO", None: "-"}[s.get("identical")]]
+    row += [
+        _f(s["ratio_to_hf"].get("hf_assisted")),
+        _f(s["ratio_to_hf"].get("hf_matched")),
+        _f(s.get("acceptance_rate")),
+        _f(s.get("mean_accepted_per_round")),
+        _f(s.get("alternatives_kept_per_round")),
+        _f(s.get("mean_gamma"), ".1f"),
+        _f(s.get("draft_forwards_per_drafted")),
+        _f(s.get("cost_ratio_c"), ".3f"),
+        _f(s.get("predicted_speedup"), suffix="x"),
+        _f(s.get("efficiency")),
+        {True: "yes", False: "NO", None: "-"}[s.get("identical")],
+    ]
     return row
 
 
@@ -36,25 +44,31 @@ def _grid(head: list[str], rows: list[list[str]]) -> list[str]:
 
     def line(cells: list[str]) -> str:
         return "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
+
     rule = line(["-" * w for w in widths])
     return [line(head), rule] + [line(r) for r in rows[:-1]] + [rule, line(rows[-1])]
 
 
 def _paired_line(paired: dict[str, dict | None]) -> str:
-    parts = [f"{'over' if m == 'baseline' else 'to'} {SHORT[m]} {v['geo_mean']:.2f}"
-             + (f" [{v['low']:.2f}, {v['high']:.2f}]" if v["low"] is not None else "")
-             for m, v in paired.items() if v is not None]
+    parts = [
+        f"{'over' if m == 'baseline' else 'to'} {SHORT[m]} {v['geo_mean']:.2f}"
+        + (f" [{v['low']:.2f}, {v['high']:.2f}]" if v["low"] is not None else "")
+        for m, v in paired.items()
+        if v is not None
+    ]
     if not parts:
         return "ours prompt by prompt: -"
     n = max(v["prompts"] for v in paired.values() if v is not None)
-    return (f"ours prompt by prompt (geometric mean of the {n} prompts' ratios, 95% interval): " + ", ".join(parts))
+    return f"ours prompt by prompt (geometric mean of the {n} prompts' ratios, 95% interval): " + ", ".join(parts)
 
 
 def _notes(doc: dict[str, Any]) -> list[str]:
     settings, o = doc["settings"], doc["overall"]
-    mem = ", ".join(f"{SHORT[m]} {_gib(v['peak_rss_bytes'])}"
-                    + (f" (GPU {_gib(v['peak_gpu_bytes'])})" if v.get("peak_gpu_bytes") else "")
-                    for m, v in o["memory"].items())
+    mem = ", ".join(
+        f"{SHORT[m]} {_gib(v['peak_rss_bytes'])}"
+        + (f" (GPU {_gib(v['peak_gpu_bytes'])})" if v.get("peak_gpu_bytes") else "")
+        for m, v in o["memory"].items()
+    )
     per = "" if settings["memory_per_method"] else " (process-wide: this OS cannot reset the peak)"
     bookkeeping = 100 * o["bookkeeping_share"] if "bookkeeping_share" in o else None
     return [
@@ -73,8 +87,8 @@ def _notes(doc: dict[str, Any]) -> list[str]:
         "c = draft step / target step; pred = E(a,g) t_target / (g t_draft + t_verify(g)) from the measured curve; "
         "eff = measured ours x / pred.",
         _paired_line(o.get("paired") or {}),
-        "end-to-end (prompt pass included) speed-up: " + ", ".join(
-            f"{SHORT[m]} {_f(v, suffix='x')}" for m, v in o["e2e_speedup"].items() if m != "baseline"),
+        "end-to-end (prompt pass included) speed-up: "
+        + ", ".join(f"{SHORT[m]} {_f(v, suffix='x')}" for m, v in o["e2e_speedup"].items() if m != "baseline"),
         f"bookkeeping for the trace: {_f(bookkeeping, '.2f')}% of our speculative runs' time; "
         f"Leviathan's prediction with a free verify: {_f(o.get('leviathan_speedup'), suffix='x')}",
         f"peak resident memory per method{per}: {mem}",
@@ -83,7 +97,11 @@ def _notes(doc: dict[str, Any]) -> list[str]:
 
 def format_table(doc: dict[str, Any]) -> str:
     methods = doc["settings"]["methods"]
-    head = (["category", "n"] + [f"{SHORT[m]} t/s" for m in methods]
-            + [f"{SHORT[m]} x" for m in methods if m != "baseline"] + THEORY_COLUMNS)
+    head = (
+        ["category", "n"]
+        + [f"{SHORT[m]} t/s" for m in methods]
+        + [f"{SHORT[m]} x" for m in methods if m != "baseline"]
+        + THEORY_COLUMNS
+    )
     groups = list(doc["categories"].items()) + [("overall", doc["overall"])]
     return "\n".join(_grid(head, [_row(name, s, methods) for name, s in groups]) + _notes(doc))

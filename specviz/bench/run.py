@@ -3,6 +3,7 @@
 Before a prompt's runs: the target's prompt pass is timed alone (subtracted from every method's wall
 time) and one more set of verify-curve samples is taken. The result is one JSON document.
 """
+
 from __future__ import annotations
 
 import time
@@ -36,8 +37,8 @@ class BenchSettings:
     chat: bool = True
     curve_gammas: int = CURVE_GAMMAS
     curve_repeats: int = 3
-    curve_every_prompt: bool = True    # one more set of curve samples at every prompt (medians of all)
-    aggregate: str = "min"             # per prompt and method over the repeats: "min" (least disturbed) or "mean"
+    curve_every_prompt: bool = True  # one more set of curve samples at every prompt (medians of all)
+    aggregate: str = "min"  # per prompt and method over the repeats: "min" (least disturbed) or "mean"
 
     def validate(self) -> "BenchSettings":
         self.config.validate()
@@ -53,8 +54,9 @@ class BenchSettings:
         if not 0 <= self.curve_gammas <= 32:
             raise ConfigError(f"the curve's largest gamma must be between 0 and 32, got {self.curve_gammas}")
         if self.config.drafter != "model" and any(m.startswith("hf_") and m != "hf_plain" for m in self.methods):
-            raise ConfigError("transformers' assisted generation needs the model drafter "
-                              "(use --methods to leave it out)")
+            raise ConfigError(
+                "transformers' assisted generation needs the model drafter (use --methods to leave it out)"
+            )
         return self
 
 
@@ -71,9 +73,11 @@ def _methods_for(pair, settings: BenchSettings, log: Log = _quiet) -> list[str]:
     widths = {model.config.get_text_config().vocab_size for model in (pair.target, pair.draft)}
     assisted = [m for m in methods if m in ("hf_assisted", "hf_matched")]
     if len(widths) > 1 and assisted:
-        log(f"leaving out {', '.join(assisted)}: transformers' assisted generation needs output heads of one width "
+        log(
+            f"leaving out {', '.join(assisted)}: transformers' assisted generation needs output heads of one width "
             f"(target {pair.target.config.get_text_config().vocab_size}, "
-            f"draft {pair.draft.config.get_text_config().vocab_size})")
+            f"draft {pair.draft.config.get_text_config().vocab_size})"
+        )
         methods = [m for m in methods if m not in assisted]
     return methods
 
@@ -94,18 +98,31 @@ class _Loop:
             run_method(self.pair, method, ids, warm, self.memory)
 
     def prompt(self, category: str, index: int, repeat: int, ids: list[int], total: int) -> None:
-        shift = self.done % len(self.methods)                     # rotate the order from prompt to prompt
+        shift = self.done % len(self.methods)  # rotate the order from prompt to prompt
         order = self.methods[shift:] + self.methods[:shift]
         self.prompt_pass[(category, index, repeat)] = measure_prompt_pass(self.pair, ids)
         if self.settings.curve_every_prompt:
             add_curve_samples(self.pair, self.curve, ids)
-        mine = {m: run_method(self.pair, m, ids, self.settings.config, self.memory,
-                              category=category, prompt_index=index, repeat=repeat) for m in order}
+        mine = {
+            m: run_method(
+                self.pair,
+                m,
+                ids,
+                self.settings.config,
+                self.memory,
+                category=category,
+                prompt_index=index,
+                repeat=repeat,
+            )
+            for m in order
+        }
         self.runs.extend(mine[m] for m in self.methods)
         self.done += 1
         parts = [f"{m} {mine[m].new_tokens / decode_seconds(mine[m], self.prompt_pass):.2f}" for m in self.methods]
-        self.log(f"[{self.done}/{total}] {category} #{index + 1} ({len(ids)} prompt tokens, "
-                 f"{mine['baseline'].new_tokens} new): tok/s " + ", ".join(parts))
+        self.log(
+            f"[{self.done}/{total}] {category} #{index + 1} ({len(ids)} prompt tokens, "
+            f"{mine['baseline'].new_tokens} new): tok/s " + ", ".join(parts)
+        )
 
 
 def run_benchmark(pair, prompts: dict[str, list[str]], settings: BenchSettings, log: Log = _quiet) -> dict[str, Any]:
@@ -137,17 +154,25 @@ def _document(loop: _Loop, prompts: dict[str, list[str]], elapsed: float) -> dic
 
     def summary(group: list[Run]) -> dict[str, Any]:
         return summarize(group, prompt_pass, loop.curve, methods, config.greedy, settings.aggregate)
+
     return {
-        "format": BENCH_FORMAT, "version": BENCH_VERSION, "created": now(),
+        "format": BENCH_FORMAT,
+        "version": BENCH_VERSION,
+        "created": now(),
         "environment": environment(pair),
         "pair": dict(pair.names, target_prepacked=str(is_prepacked(pair.target)).lower()),
-        "settings": {"config": config.to_dict(), "methods": methods, "repeats": settings.repeats,
-                     "warmup": settings.warmup, "chat": settings.chat, "aggregate": settings.aggregate,
-                     "hf_assisted": dict(HF_DEFAULTS),
-                     "hf_matched": hf_matched_settings(config),
-                     "timing": "tokens/s = new tokens / (wall seconds - the target's prompt pass, timed alone); "
-                               "e2e includes it",
-                     "memory_per_method": loop.memory.per_method},
+        "settings": {
+            "config": config.to_dict(),
+            "methods": methods,
+            "repeats": settings.repeats,
+            "warmup": settings.warmup,
+            "chat": settings.chat,
+            "aggregate": settings.aggregate,
+            "hf_assisted": dict(HF_DEFAULTS),
+            "hf_matched": hf_matched_settings(config),
+            "timing": "tokens/s = new tokens / (wall seconds - the target's prompt pass, timed alone); e2e includes it",
+            "memory_per_method": loop.memory.per_method,
+        },
         "verify_curve": loop.curve,
         "categories": {c: summary([r for r in runs if r.category == c]) for c in prompts},
         "overall": summary(runs),
@@ -157,9 +182,18 @@ def _document(loop: _Loop, prompts: dict[str, list[str]], elapsed: float) -> dic
 
 
 def _run_json(r: Run, prompts: dict[str, list[str]], prompt_pass: PromptPass) -> dict[str, Any]:
-    return {"method": r.method, "category": r.category, "prompt_index": r.prompt_index,
-            "prompt": prompts[r.category][r.prompt_index], "repeat": r.repeat, "new_tokens": r.new_tokens,
-            "seconds": r.seconds, "prompt_pass_seconds": prompt_pass[(r.category, r.prompt_index, r.repeat)],
-            "tokens_per_second": rate(r.new_tokens, decode_seconds(r, prompt_pass)),
-            "e2e_tokens_per_second": rate(r.new_tokens, r.seconds),
-            "token_ids": r.token_ids, **r.memory, "stats": r.stats}
+    return {
+        "method": r.method,
+        "category": r.category,
+        "prompt_index": r.prompt_index,
+        "prompt": prompts[r.category][r.prompt_index],
+        "repeat": r.repeat,
+        "new_tokens": r.new_tokens,
+        "seconds": r.seconds,
+        "prompt_pass_seconds": prompt_pass[(r.category, r.prompt_index, r.repeat)],
+        "tokens_per_second": rate(r.new_tokens, decode_seconds(r, prompt_pass)),
+        "e2e_tokens_per_second": rate(r.new_tokens, r.seconds),
+        "token_ids": r.token_ids,
+        **r.memory,
+        "stats": r.stats,
+    }

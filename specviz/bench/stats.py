@@ -13,6 +13,7 @@ Theory (Leviathan et al. 2023), from the speculative runs:
   over the rounds r and the number g_r of tokens each drafted (0 for a plain target step).
   Efficiency = measured speed-up / predicted.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,11 +25,41 @@ from ..theory import curve_time, expected_tokens
 from ..trace import decode_rate
 from .methods import Run
 
-PromptPass = dict[tuple[str, int, int], float]   # (category, prompt index, repeat) -> seconds of the prompt pass
+PromptPass = dict[tuple[str, int, int], float]  # (category, prompt index, repeat) -> seconds of the prompt pass
 
 # Student's t, two-sided 95%, for 1..30 degrees of freedom (beyond: the normal 1.96)
-_T975 = (12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23, 2.20, 2.18, 2.16, 2.14, 2.13, 2.12, 2.11,
-         2.10, 2.09, 2.09, 2.08, 2.07, 2.07, 2.06, 2.06, 2.06, 2.05, 2.05, 2.05, 2.04)
+_T975 = (
+    12.71,
+    4.30,
+    3.18,
+    2.78,
+    2.57,
+    2.45,
+    2.36,
+    2.31,
+    2.26,
+    2.23,
+    2.20,
+    2.18,
+    2.16,
+    2.14,
+    2.13,
+    2.12,
+    2.11,
+    2.10,
+    2.09,
+    2.09,
+    2.08,
+    2.07,
+    2.07,
+    2.06,
+    2.06,
+    2.06,
+    2.05,
+    2.05,
+    2.05,
+    2.04,
+)
 
 
 def rate(tokens: int, seconds: float) -> float | None:
@@ -58,8 +89,9 @@ def representative(runs: list[Run], prompt_pass: PromptPass, aggregate: str) -> 
     return [r for r in runs if best[(r.category, r.prompt_index, r.method)] is r]
 
 
-def paired_ratio(runs: list[Run], prompt_pass: PromptPass, method: str,
-                 other: str) -> dict[str, float | int | None] | None:
+def paired_ratio(
+    runs: list[Run], prompt_pass: PromptPass, method: str, other: str
+) -> dict[str, float | int | None] | None:
     """method's decode rate over other's, prompt by prompt: the geometric mean over prompts, with a 95% interval.
 
     Both methods ran each prompt back to back, so the machine's slow drifts (another job, the page cache)
@@ -73,8 +105,9 @@ def paired_ratio(runs: list[Run], prompt_pass: PromptPass, method: str,
         if r.method in (method, other) and r.new_tokens > 0:
             log_rate = math.log(r.new_tokens / decode_seconds(r, prompt_pass))
             logs.setdefault((r.category, r.prompt_index), {}).setdefault(r.method, []).append(log_rate)
-    ratios = [statistics.fmean(m[method]) - statistics.fmean(m[other])
-              for m in logs.values() if method in m and other in m]
+    ratios = [
+        statistics.fmean(m[method]) - statistics.fmean(m[other]) for m in logs.values() if method in m and other in m
+    ]
     if not ratios:
         return None
     mean = statistics.fmean(ratios)
@@ -82,8 +115,12 @@ def paired_ratio(runs: list[Run], prompt_pass: PromptPass, method: str,
         return {"geo_mean": math.exp(mean), "low": None, "high": None, "prompts": 1}
     t = _T975[len(ratios) - 2] if len(ratios) - 1 <= len(_T975) else 1.96
     half = t * statistics.stdev(ratios) / math.sqrt(len(ratios))
-    return {"geo_mean": math.exp(mean), "low": math.exp(mean - half), "high": math.exp(mean + half),
-            "prompts": len(ratios)}
+    return {
+        "geo_mean": math.exp(mean),
+        "low": math.exp(mean - half),
+        "high": math.exp(mean + half),
+        "prompts": len(ratios),
+    }
 
 
 def _peak(memories: list[dict[str, int | None]]) -> dict[str, int | None]:
@@ -95,8 +132,14 @@ def _peak(memories: list[dict[str, int | None]]) -> dict[str, int | None]:
     return out
 
 
-def summarize(runs: list[Run], prompt_pass: PromptPass, curve: dict | None,
-              methods: Sequence[str], greedy: bool, aggregate: str = "min") -> dict[str, Any]:
+def summarize(
+    runs: list[Run],
+    prompt_pass: PromptPass,
+    curve: dict | None,
+    methods: Sequence[str],
+    greedy: bool,
+    aggregate: str = "min",
+) -> dict[str, Any]:
     """Rates, speed-ups, ratios to transformers, acceptance and the theory for one group of runs."""
     out: dict[str, Any] = {"prompts": len({(r.category, r.prompt_index) for r in runs})}
     identical = _identical(runs) if greedy else None
@@ -110,14 +153,23 @@ def summarize(runs: list[Run], prompt_pass: PromptPass, curve: dict | None,
         tokens[method] = sum(r.new_tokens for r in mine)
         tps[method] = rate(tokens[method], sum(decode_seconds(r, prompt_pass) for r in mine))
         e2e[method] = rate(tokens[method], sum(r.seconds for r in mine))
-    out.update(new_tokens=tokens, tokens_per_second=tps, e2e_tokens_per_second=e2e,
-               speedup={m: ratio(v, tps.get("baseline")) for m, v in tps.items()},
-               e2e_speedup={m: ratio(v, e2e.get("baseline")) for m, v in e2e.items()},
-               ratio_to_hf={"hf_assisted": ratio(tps.get("speculative"), tps.get("hf_assisted")),
-                            "hf_matched": ratio(tps.get("speculative"), tps.get("hf_matched"))},
-               memory=memory,
-               paired={m: paired_ratio(runs, prompt_pass, "speculative", m)
-                       for m in ("baseline", "hf_assisted", "hf_matched") if m in tps and "speculative" in tps})
+    out.update(
+        new_tokens=tokens,
+        tokens_per_second=tps,
+        e2e_tokens_per_second=e2e,
+        speedup={m: ratio(v, tps.get("baseline")) for m, v in tps.items()},
+        e2e_speedup={m: ratio(v, e2e.get("baseline")) for m, v in e2e.items()},
+        ratio_to_hf={
+            "hf_assisted": ratio(tps.get("speculative"), tps.get("hf_assisted")),
+            "hf_matched": ratio(tps.get("speculative"), tps.get("hf_matched")),
+        },
+        memory=memory,
+        paired={
+            m: paired_ratio(runs, prompt_pass, "speculative", m)
+            for m in ("baseline", "hf_assisted", "hf_matched")
+            if m in tps and "speculative" in tps
+        },
+    )
     spec = [r for r in runs if r.method == "speculative"]
     if spec:
         out.update(_theory(spec, curve, out["speedup"].get("speculative")))
@@ -138,12 +190,14 @@ def _theory(spec: list[Run], curve: dict | None, measured: float | None) -> dict
     gammas = [g for r in spec for g in r.stats["drafted_per_round"]]
     a = _per(accepted, checked)
     result: dict[str, Any] = {
-        "acceptance_rate": a, "accepted_per_drafted": _per(accepted, drafted),
+        "acceptance_rate": a,
+        "accepted_per_drafted": _per(accepted, drafted),
         "mean_accepted_per_round": _per(accepted, rounds),
         "alternatives_kept_per_round": _per(total("alternatives_kept"), rounds),
         "mean_tokens_per_round": _per(sum(r.new_tokens for r in spec), rounds),
         "mean_gamma": _per(sum(gammas), len(gammas)),
-        "plain_rounds": sum(1 for g in gammas if g == 0), "rounds": rounds,
+        "plain_rounds": sum(1 for g in gammas if g == 0),
+        "rounds": rounds,
         "bookkeeping_share": _per(total("bookkeeping_seconds"), total("engine_seconds")),
         "draft_seconds_per_forward": total("draft_seconds") / max(1, total("draft_forwards")),
         # below 1 when lookahead scored several drafted tokens in one draft forward
@@ -156,9 +210,15 @@ def _theory(spec: list[Run], curve: dict | None, measured: float | None) -> dict
     expected = sum(expected_tokens(a, g) for g in gammas)
     predicted = ratio(expected * t_target, sum(g * t_draft + curve_time(curve, g) for g in gammas))
     leviathan = ratio(expected, sum(g * c + 1.0 for g in gammas))
-    result.update(cost_ratio_c=c, t_target=t_target, t_draft=t_draft,
-                  predicted_speedup=predicted, leviathan_speedup=leviathan,
-                  efficiency=ratio(measured, predicted), efficiency_leviathan=ratio(measured, leviathan))
+    result.update(
+        cost_ratio_c=c,
+        t_target=t_target,
+        t_draft=t_draft,
+        predicted_speedup=predicted,
+        leviathan_speedup=leviathan,
+        efficiency=ratio(measured, predicted),
+        efficiency_leviathan=ratio(measured, leviathan),
+    )
     return result
 
 

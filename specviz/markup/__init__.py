@@ -2,6 +2,7 @@
 
 The ui package renders these strings with st.html / st.markdown; tests call them directly.
 """
+
 from .base import (
     MAX_CELLS,
     MAX_CHIPS,
@@ -31,9 +32,35 @@ from .kv import kv_cache_html
 from .text import clock_html, lane_html, plain_text_html, text_html
 
 __all__ = [
-    "MAX_CELLS", "MAX_CHIPS", "MAX_PROMPT_SHOWN", "MAX_TOKENS_DRAWN", "alternative_chips_html", "chip_html", "clip",
-    "clock_html", "code", "count", "css_class", "draft_chips_html", "esc", "explain_alternatives", "explain_chart",
-    "explain_round", "fmt", "fmt_prob", "kv_cache_html", "lane_html", "legend_html", "md", "next_chip_html",
-    "pair_caption", "plain_text_html", "round_chips_html", "round_head_html", "stopped_message", "text_html",
-    "trace_caption", "visible",
+    "MAX_CELLS",
+    "MAX_CHIPS",
+    "MAX_PROMPT_SHOWN",
+    "MAX_TOKENS_DRAWN",
+    "alternative_chips_html",
+    "chip_html",
+    "clip",
+    "clock_html",
+    "code",
+    "count",
+    "css_class",
+    "draft_chips_html",
+    "esc",
+    "explain_alternatives",
+    "explain_chart",
+    "explain_round",
+    "fmt",
+    "fmt_prob",
+    "kv_cache_html",
+    "lane_html",
+    "legend_html",
+    "md",
+    "next_chip_html",
+    "pair_caption",
+    "plain_text_html",
+    "round_chips_html",
+    "round_head_html",
+    "stopped_message",
+    "text_html",
+    "trace_caption",
+    "visible",
 ]

@@ -5,6 +5,7 @@ belongs, NaN, a huge count). Builders therefore interpolate nothing raw: text an
 `esc`, class names through a fixed mapping (`css_class`), and every repetition is capped so that one
 view stays within a few MB of HTML whatever the trace says.
 """
+
 from __future__ import annotations
 
 import html
@@ -13,12 +14,12 @@ import re
 from collections.abc import Mapping
 
 # Caps on what one view draws (a real run has at most 1024 new tokens and gamma <= 32).
-MAX_PROMPT_SHOWN = 20_000     # characters of the prompt in a text box
-MAX_TOKEN_CHARS = 200         # characters of one token's text
-MAX_TOKENS_DRAWN = 4_096      # token spans in one text box
-MAX_CHIPS = 64                # chips (drafted tokens or alternatives) in one round
-MAX_CELLS = 96                # cells in one KV-cache row
-MAX_LABEL_CHARS = 300         # a model name, a note, a label
+MAX_PROMPT_SHOWN = 20_000  # characters of the prompt in a text box
+MAX_TOKEN_CHARS = 200  # characters of one token's text
+MAX_TOKENS_DRAWN = 4_096  # token spans in one text box
+MAX_CHIPS = 64  # chips (drafted tokens or alternatives) in one round
+MAX_CELLS = 96  # cells in one KV-cache row
+MAX_LABEL_CHARS = 300  # a model name, a note, a label
 MD_SPECIAL = set("\\`*_[]<>!$~:#")
 # Streamlit's markdown links bare URLs, www. names and e-mail addresses even when escaped: a word joiner
 # after "//", "www" and "@" keeps them text.
@@ -28,9 +29,15 @@ WORD_JOINER = "\u2060"
 VERDICT_CLASS = {"accepted": "accepted", "rejected": "rejected", "unchecked": "unchecked"}
 SOURCE_CLASS = {"resampled": "resampled", "bonus": "bonus"}
 ORIGIN_CLASS = {"accepted": "accepted", "resampled": "resampled", "bonus": "bonus"}
-LEGEND_NAMES = {"accepted": "accepted draft token", "rejected": "rejected draft token",
-                "unchecked": "not checked (after a rejection)", "resampled": "resampled from the residual",
-                "bonus": "bonus token from p", "prompt": "prompt", "plain": "plain decoding"}
+LEGEND_NAMES = {
+    "accepted": "accepted draft token",
+    "rejected": "rejected draft token",
+    "unchecked": "not checked (after a rejection)",
+    "resampled": "resampled from the residual",
+    "bonus": "bonus token from p",
+    "prompt": "prompt",
+    "plain": "plain decoding",
+}
 
 
 def esc(value: object) -> str:

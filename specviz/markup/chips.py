@@ -1,5 +1,6 @@
 """Token chips for one round: each drafted token with q, p, min(1, p/q), u and its verdict, the
 alternatives at the last drafted position, then the resampled or bonus token; the round's header line."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -12,23 +13,30 @@ Row = tuple[str, str, str]
 
 
 def legend_html(kinds: Sequence[str] = ("accepted", "rejected", "unchecked", "resampled", "bonus")) -> str:
-    items = "".join(f'<span><span class="sw {k}"></span>{esc(LEGEND_NAMES[k])}</span>'
-                    for k in kinds if k in LEGEND_NAMES)
+    items = "".join(
+        f'<span><span class="sw {k}"></span>{esc(LEGEND_NAMES[k])}</span>' for k in kinds if k in LEGEND_NAMES
+    )
     return f'<div class="sv-legend">{items}</div>'
 
 
 def chip_html(kind: str, token: object, verdict: str, rows: Sequence[Row], pos: str = "", title: str = "") -> str:
     """One chip; `kind` is a class string built from fixed names only."""
-    nums = "".join(f'<span class="k {k_cls}">{esc(k)}</span><span class="v {v_cls}">{esc(v)}</span>'
-                   for k, v, cls in rows for k_cls, v_cls in [cls.split("|")])
+    nums = "".join(
+        f'<span class="k {k_cls}">{esc(k)}</span><span class="v {v_cls}">{esc(v)}</span>'
+        for k, v, cls in rows
+        for k_cls, v_cls in [cls.split("|")]
+    )
     pos_html = f'<span class="sv-pos">{esc(pos)}</span>' if pos else ""
-    return (f'<div class="sv-chip sv-{kind}" title="{esc(title)}">{pos_html}<div class="sv-tok">{esc(visible(token))}'
-            f'</div><div class="sv-verdict">{esc(verdict)}</div><div class="sv-nums">{nums}</div></div>')
+    return (
+        f'<div class="sv-chip sv-{kind}" title="{esc(title)}">{pos_html}<div class="sv-tok">{esc(visible(token))}'
+        f'</div><div class="sv-verdict">{esc(verdict)}</div><div class="sv-nums">{nums}</div></div>'
+    )
 
 
 def verdict_label(verdict: object) -> str:
-    return {"accepted": "✓ accepted", "rejected": "✗ rejected"}.get(verdict if isinstance(verdict, str) else "",
-                                                                    "· not checked")
+    return {"accepted": "✓ accepted", "rejected": "✗ rejected"}.get(
+        verdict if isinstance(verdict, str) else "", "· not checked"
+    )
 
 
 def _check_row(verdict: object) -> Row:
@@ -37,8 +45,11 @@ def _check_row(verdict: object) -> Row:
 
 
 def _draft_rows(d: DraftedToken, greedy: bool) -> list[Row]:
-    rows = [("q", fmt_prob(d.q), "q|"), ("p", fmt_prob(d.p), "p|"),
-            ("min(1,p/q)", fmt_prob(d.ratio), "muted|muted" if greedy else "|")]
+    rows = [
+        ("q", fmt_prob(d.q), "q|"),
+        ("p", fmt_prob(d.p), "p|"),
+        ("min(1,p/q)", fmt_prob(d.ratio), "muted|muted" if greedy else "|"),
+    ]
     if greedy:
         if d.verdict != "unchecked":
             rows.append(_check_row(d.verdict))
@@ -52,19 +63,29 @@ def _draft_rows(d: DraftedToken, greedy: bool) -> list[Row]:
 def draft_chips_html(event: RoundEvent, greedy: bool) -> str:
     chips = []
     for i, d in enumerate(event.drafted[:MAX_CHIPS]):
-        title = (f"draft position {i + 1}: q(d)={fmt(d.q, '.4f')}, p(d)={fmt(d.p, '.4f')}, "
-                 f"min(1,p/q)={fmt(d.ratio, '.4f')}")
+        title = (
+            f"draft position {i + 1}: q(d)={fmt(d.q, '.4f')}, p(d)={fmt(d.p, '.4f')}, min(1,p/q)={fmt(d.ratio, '.4f')}"
+        )
         if greedy:
             title += " (greedy decoding checks argmax p instead)"
         if d.from_lookahead:
             title += "; its q came from a draft forward over prompt-lookup guesses (no forward of its own)"
-        chips.append(chip_html(css_class(d.verdict, VERDICT_CLASS, "unchecked"), d.text, verdict_label(d.verdict),
-                               _draft_rows(d, greedy), pos=f"d{i + 1}" + (" ⇢" if d.from_lookahead else ""),
-                               title=title))
+        chips.append(
+            chip_html(
+                css_class(d.verdict, VERDICT_CLASS, "unchecked"),
+                d.text,
+                verdict_label(d.verdict),
+                _draft_rows(d, greedy),
+                pos=f"d{i + 1}" + (" ⇢" if d.from_lookahead else ""),
+                title=title,
+            )
+        )
     if not chips:
-        chips.append('<div class="sv-chip sv-unchecked"><div class="sv-tok">∅</div>'
-                     '<div class="sv-verdict">nothing drafted</div></div>')
-    elif event.alternatives:   # the last drafted token and its alternatives, stacked: one position, several candidates
+        chips.append(
+            '<div class="sv-chip sv-unchecked"><div class="sv-tok">∅</div>'
+            '<div class="sv-verdict">nothing drafted</div></div>'
+        )
+    elif event.alternatives:  # the last drafted token and its alternatives, stacked: one position, several candidates
         chips[-1] = f'<div class="sv-branch">{chips[-1]}{alternative_chips_html(event, greedy)}</div>'
     return "".join(chips)
 
@@ -80,10 +101,17 @@ def alternative_chips_html(event: RoundEvent, greedy: bool) -> str:
                 rows.append(_check_row(a.verdict))
         else:
             rows.append(("min(1,r/q)", fmt_prob(a.ratio), "|"))
-            rows.append(("u", fmt_prob(a.u) if a.u is not None else "—",
-                         "|pass" if a.verdict == "accepted" else ("|fail" if a.u is not None else "|")))
-        title = (f"alternative {m + 1} for draft position {n}: q={fmt(a.q, '.4f')}, p={fmt(a.p, '.4f')}; checked only "
-                 f"if d{n} is rejected")
+            rows.append(
+                (
+                    "u",
+                    fmt_prob(a.u) if a.u is not None else "—",
+                    "|pass" if a.verdict == "accepted" else ("|fail" if a.u is not None else "|"),
+                )
+            )
+        title = (
+            f"alternative {m + 1} for draft position {n}: q={fmt(a.q, '.4f')}, p={fmt(a.p, '.4f')}; checked only "
+            f"if d{n} is rejected"
+        )
         if not greedy:
             title += ", against the residual r left by the rejections before it"
         kind = css_class(a.verdict, VERDICT_CLASS, "unchecked") + " sv-alt"
@@ -105,8 +133,10 @@ def next_chip_html(event: RoundEvent, greedy: bool) -> str:
 
 
 def round_chips_html(event: RoundEvent, greedy: bool) -> str:
-    return (f'<div class="sv-chips">{draft_chips_html(event, greedy)}<div class="sv-arrow">→</div>'
-            f'{next_chip_html(event, greedy)}</div>')
+    return (
+        f'<div class="sv-chips">{draft_chips_html(event, greedy)}<div class="sv-arrow">→</div>'
+        f"{next_chip_html(event, greedy)}</div>"
+    )
 
 
 def round_head_html(event: RoundEvent, rounds: int | None) -> str:
@@ -115,9 +145,11 @@ def round_head_html(event: RoundEvent, rounds: int | None) -> str:
     appended = len(event.appended)
     rejection = event.rejection_index
     outcome = "all accepted + bonus" if rejection is None else f"rejected at d{count(rejection) + 1}"
-    head = (f'<div class="sv-round-head"><b>Round {count(event.index) + 1}</b>'
-            f'{" of " + esc(rounds) if rounds else ""} · γ = {esc(event.gamma)} · '
-            f'drafted {n} · accepted {esc(event.n_accepted)} · {outcome}'
-            f'{" · alternative kept" if event.kept_alternative is not None else ""}'
-            f' · +{appended} token{"s" if appended != 1 else ""}</div>')
+    head = (
+        f'<div class="sv-round-head"><b>Round {count(event.index) + 1}</b>'
+        f"{' of ' + esc(rounds) if rounds else ''} · γ = {esc(event.gamma)} · "
+        f"drafted {n} · accepted {esc(event.n_accepted)} · {outcome}"
+        f"{' · alternative kept' if event.kept_alternative is not None else ''}"
+        f" · +{appended} token{'s' if appended != 1 else ''}</div>"
+    )
     return head + '<div class="sv-step">① draft → ② verify → ③ accept / reject → ④ next token</div>'

@@ -3,6 +3,7 @@
 Values that came from a trace are clipped and markdown-escaped (`md`), token text goes in code spans (`code`),
 so a file cannot add links or formatting.
 """
+
 from __future__ import annotations
 
 from ..trace import RoundEvent, Trace
@@ -17,22 +18,28 @@ def _rejection(event: RoundEvent, greedy: bool, j: int) -> list[str]:
         top = kept.text if kept is not None else event.next_token.text  # else the next token is a bonus after it
         why = f"the target's most likely token there is {code(top)}, not {code(d.text)}"
     else:
-        why = (f"p = {md_prob(d.p)} and q = {md_prob(d.q)}, so min(1, p/q) = {md_prob(d.ratio)}, "
-               f"and the draw u = {md_prob(d.u)} was larger")
-    chain = count(event.n_accepted) - (kept is not None)    # event.chain_accepted, for any value
+        why = (
+            f"p = {md_prob(d.p)} and q = {md_prob(d.q)}, so min(1, p/q) = {md_prob(d.ratio)}, "
+            f"and the draw u = {md_prob(d.u)} was larger"
+        )
+    chain = count(event.n_accepted) - (kept is not None)  # event.chain_accepted, for any value
     parts = [f"It accepted **{chain}**, then rejected {code(d.text)} at position {j + 1}: {why}."]
     if j + 1 < n:
         parts.append(f"The {n - j - 1} token{'s' if n - j - 1 != 1 else ''} after it are thrown away unchecked.")
     if event.alternatives and j == n - 1:
         parts.append(explain_alternatives(event, greedy))
     if kept is None and greedy:
-        parts.append("In greedy mode the correction is the target's own top token, "
-                     "exactly what plain decoding would have written.")
+        parts.append(
+            "In greedy mode the correction is the target's own top token, "
+            "exactly what plain decoding would have written."
+        )
     elif kept is None:
         tree = event.alternatives and j == n - 1
         left = "what the rejections left of p" if tree else "the residual norm(max(0, p − q))"
-        parts.append(f"In place of the rejected token, {code(event.next_token.text)} was drawn from "
-                     f"{left}: the probability mass the draft under-represented.")
+        parts.append(
+            f"In place of the rejected token, {code(event.next_token.text)} was drawn from "
+            f"{left}: the probability mass the draft under-represented."
+        )
     return parts
 
 
@@ -40,22 +47,30 @@ def explain_round(event: RoundEvent, greedy: bool) -> str:
     """The round in words, for the column beside it."""
     n = len(event.drafted)
     if n == 0:
-        return ("The drafter proposed nothing this round (no n-gram match, or the token budget was reached), "
-                "so the target simply produced one token, like plain decoding.")
-    parts = [f"The drafter proposed **{n}** token{'s' if n != 1 else ''}. "
-             f"The target scored all of them in **one** forward pass."]
+        return (
+            "The drafter proposed nothing this round (no n-gram match, or the token budget was reached), "
+            "so the target simply produced one token, like plain decoding."
+        )
+    parts = [
+        f"The drafter proposed **{n}** token{'s' if n != 1 else ''}. "
+        f"The target scored all of them in **one** forward pass."
+    ]
     shared = sum(bool(d.from_lookahead) for d in event.drafted)
     if shared:
         forwards = md(event.draft_forwards)
-        parts.append(f"The draft itself ran {forwards} forward pass{'es' if event.draft_forwards != 1 else ''}, "
-                     f"not {n}: prompt lookup guessed how the text goes on, one draft pass scored the guesses at "
-                     f"once, and {shared} token{'s were' if shared != 1 else ' was'} (marked ⇢) drawn from q rows "
-                     "that came with those guesses. Each is still drawn from the q shown on its chip, so the "
-                     "verification is exactly the same; only the draft's passes are fewer.")
+        parts.append(
+            f"The draft itself ran {forwards} forward pass{'es' if event.draft_forwards != 1 else ''}, "
+            f"not {n}: prompt lookup guessed how the text goes on, one draft pass scored the guesses at "
+            f"once, and {shared} token{'s were' if shared != 1 else ' was'} (marked ⇢) drawn from q rows "
+            "that came with those guesses. Each is still drawn from the q shown on its chip, so the "
+            "verification is exactly the same; only the draft's passes are fewer."
+        )
     j = event.rejection_index
     if j is None:
-        parts.append(f"It accepted **all {n}**, so it also gives a free **bonus** token from the distribution "
-                     f"after the last draft: {n + 1} tokens for one target pass.")
+        parts.append(
+            f"It accepted **all {n}**, so it also gives a free **bonus** token from the distribution "
+            f"after the last draft: {n + 1} tokens for one target pass."
+        )
     elif isinstance(j, int) and 0 <= j < n:
         parts += _rejection(event, greedy, j)
     appended = len(event.appended)
@@ -67,18 +82,24 @@ def explain_alternatives(event: RoundEvent, greedy: bool) -> str:
     """Words for a rejection at a position that came with alternatives (a small token tree)."""
     n = len(event.drafted)
     names = ", ".join(code(a.text) for a in event.alternatives[:16])
-    head = (f"The verify pass also scored the draft's other candidates for its last position, {n} ({names}), "
-            "each seeing the same text before it: the same pass, a few more rows. ")
+    head = (
+        f"The verify pass also scored the draft's other candidates for its last position, {n} ({names}), "
+        "each seeing the same text before it: the same pass, a few more rows. "
+    )
     kept = event.kept_alternative
     if greedy:
         rule = "They are checked in order; one is kept if it is the target's top token."
     else:
-        rule = ("They were drawn from the same q and are checked in order against what the rejections left: "
-                "r = norm(max(0, p − q)), shrunk again after each refused candidate, kept with probability "
-                "min(1, r/q) (recursive rejection sampling, so the token still follows p exactly).")
+        rule = (
+            "They were drawn from the same q and are checked in order against what the rejections left: "
+            "r = norm(max(0, p − q)), shrunk again after each refused candidate, kept with probability "
+            "min(1, r/q) (recursive rejection sampling, so the token still follows p exactly)."
+        )
     if kept is not None:
-        tail = (f" {code(kept.text)} was kept in place of the rejected draft, and the same pass's row after it "
-                f"gave the bonus token {code(event.next_token.text)}.")
+        tail = (
+            f" {code(kept.text)} was kept in place of the rejected draft, and the same pass's row after it "
+            f"gave the bonus token {code(event.next_token.text)}."
+        )
     else:
         tail = " None was kept."
     return head + rule + tail
@@ -86,24 +107,34 @@ def explain_alternatives(event: RoundEvent, greedy: bool) -> str:
 
 def explain_chart(event: RoundEvent, greedy: bool) -> str:
     if event.kept_alternative is not None:
-        return (f"The target kept the draft's alternative {code(event.kept_alternative.text)}; the verify pass "
-                "also computed p after it, shown here. The bonus token is "
-                + ("its top token." if greedy else "drawn from it."))
+        return (
+            f"The target kept the draft's alternative {code(event.kept_alternative.text)}; the verify pass "
+            "also computed p after it, shown here. The bonus token is "
+            + ("its top token." if greedy else "drawn from it.")
+        )
     if event.next_source == "bonus":
-        return ("Every draft was accepted, so the target's pass has one distribution left over, p after the last "
-                "draft token. The bonus token is " + ("its top token." if greedy else "drawn from it."))
+        return (
+            "Every draft was accepted, so the target's pass has one distribution left over, p after the last "
+            "draft token. The bonus token is " + ("its top token." if greedy else "drawn from it.")
+        )
     if greedy:
-        return ("The chart compares p (indigo) and q (teal) where the draft went wrong: the draft's favourite "
-                "was not the target's. Greedy decoding needs no residual; it takes the tallest indigo bar.")
-    return ("Where q (teal) is taller than p (indigo), the draft over-proposes; where p is taller, it "
-            "under-proposes. The residual (orange) keeps only the part of p that q missed, rescaled to sum to 1. "
-            "Drawing the replacement from it is what makes the output follow p exactly.")
+        return (
+            "The chart compares p (indigo) and q (teal) where the draft went wrong: the draft's favourite "
+            "was not the target's. Greedy decoding needs no residual; it takes the tallest indigo bar."
+        )
+    return (
+        "Where q (teal) is taller than p (indigo), the draft over-proposes; where p is taller, it "
+        "under-proposes. The residual (orange) keeps only the part of p that q missed, rescaled to sum to 1. "
+        "Drawing the replacement from it is what makes the output follow p exactly."
+    )
 
 
 def pair_caption(names: dict) -> str:
     """The loaded pair in the sidebar: '**p** target · **q** draft · device · dtype'."""
-    return (f"**p** {md(names.get('target', '?'))} · **q** {md(names.get('draft', 'none'))} · "
-            f"{md(names.get('device', '?'))} · {md(names.get('dtype', '?'))}")
+    return (
+        f"**p** {md(names.get('target', '?'))} · **q** {md(names.get('draft', 'none'))} · "
+        f"{md(names.get('device', '?'))} · {md(names.get('dtype', '?'))}"
+    )
 
 
 def trace_caption(trace: Trace) -> str:
@@ -115,9 +146,11 @@ def trace_caption(trace: Trace) -> str:
     top_k = f", top-k {md(c.top_k)}" if c.top_k else ""
     top_p = f", top-p {md_fmt(c.top_p, 'g')}" if is_below_one(c.top_p) else ""
     note = f" · {md(trace.note)}" if trace.note else ""
-    return (f"target p: {md(names.get('target', '?'))} · draft q: {md(names.get('draft', '?'))} · "
-            f"{md(names.get('device', ''))} · drafter: {drafter} · γ = {md(c.gamma)} ({md(c.schedule)}) · "
-            f"{sampling}{top_k}{top_p} · seed {md(c.seed)}{note}")
+    return (
+        f"target p: {md(names.get('target', '?'))} · draft q: {md(names.get('draft', '?'))} · "
+        f"{md(names.get('device', ''))} · drafter: {drafter} · γ = {md(c.gamma)} ({md(c.schedule)}) · "
+        f"{sampling}{top_k}{top_p} · seed {md(c.seed)}{note}"
+    )
 
 
 def is_below_one(x: object) -> bool:

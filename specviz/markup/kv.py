@@ -1,4 +1,5 @@
 """Both KV caches of one round: before it, after the forward passes, after the rollback (DynamicCache.crop)."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -7,7 +8,7 @@ from dataclasses import dataclass
 from ..trace import RoundEvent
 from .base import MAX_CELLS, VERDICT_CLASS, count, css_class, esc, visible
 
-Cell = tuple[object, str]   # (token text, class string built from fixed names)
+Cell = tuple[object, str]  # (token text, class string built from fixed names)
 
 
 def cells_html(cells: Sequence[Cell], pending: int = 0) -> str:
@@ -15,7 +16,7 @@ def cells_html(cells: Sequence[Cell], pending: int = 0) -> str:
     MAX_CELLS in all, the rest counted in one cell."""
     shown_pending = min(pending, MAX_CELLS)
     out = ['<span class="sv-cell pending">new</span>'] * shown_pending
-    shown = cells[:MAX_CELLS - shown_pending]
+    shown = cells[: MAX_CELLS - shown_pending]
     out += [f'<span class="sv-cell {cls}">{esc(visible(text))}</span>' for text, cls in shown]
     hidden = pending + len(cells) - len(out)
     if hidden > 0:
@@ -25,13 +26,16 @@ def cells_html(cells: Sequence[Cell], pending: int = 0) -> str:
 
 def _line(label: str, old: int, pending: int, cells: Sequence[Cell], length: int, note: str = "") -> str:
     old_html = f'<span class="sv-cell old">{old} cached</span>' if old else ""
-    return (f'<div class="lbl">{label}</div><div class="row">{old_html}{cells_html(cells, pending)}</div>'
-            f'<div class="len">{length} tokens{("<br>" + esc(note)) if note else ""}</div>')
+    return (
+        f'<div class="lbl">{label}</div><div class="row">{old_html}{cells_html(cells, pending)}</div>'
+        f'<div class="len">{length} tokens{("<br>" + esc(note)) if note else ""}</div>'
+    )
 
 
 @dataclass(frozen=True)
 class CacheRound:
     """One model's cache in one round: lengths before and after, tokens fed, whether it ran a forward."""
+
     name: str
     before: int
     after: int
@@ -48,10 +52,18 @@ def _model_html(event: RoundEvent, committed: int, cache: CacheRound, branches: 
     # Alternatives sit in the verify forward beside the last draft (same position) and are cropped right after it.
     siblings: list[Cell] = [(a.text, f"{css_class(a.verdict, VERDICT_CLASS, 'unchecked')} alt") for a in branches]
     grown = before + pending + fed + len(siblings)
-    rows.append(_line("after forward <small>cache grows</small>", before, pending, filled + siblings, grown,
-                      "alternatives cropped after the pass" if siblings else ""))
+    rows.append(
+        _line(
+            "after forward <small>cache grows</small>",
+            before,
+            pending,
+            filled + siblings,
+            grown,
+            "alternatives cropped after the pass" if siblings else "",
+        )
+    )
     keep = max(0, cache.after - committed)
-    kept: list[Cell] = [(d.text, "accepted") for d in event.drafted[:min(keep, fed)]]
+    kept: list[Cell] = [(d.text, "accepted") for d in event.drafted[: min(keep, fed)]]
     dropped: list[Cell] = [(d.text, f"{verdicts[i]} dropped") for i, d in enumerate(event.drafted[:fed]) if i >= keep]
     dropped += [(text, f"{cls} dropped") for text, cls in siblings]
     removed = grown - cache.after
@@ -75,8 +87,9 @@ def kv_cache_html(event: RoundEvent, prompt_len: int, drafter: str) -> str:
     rows = ['<div class="sv-kv">', _model_html(event, committed, target, event.alternatives)]
     if drafter == "model":
         # The draft runs only when it drafts; it never feeds its own last token back.
-        draft = CacheRound("Draft (q) cache", count(event.draft_cache_before), count(event.draft_cache_after),
-                           max(0, n - 1), n > 0)
+        draft = CacheRound(
+            "Draft (q) cache", count(event.draft_cache_before), count(event.draft_cache_after), max(0, n - 1), n > 0
+        )
         rows.append(_model_html(event, committed, draft))
     else:
         rows.append('<div class="group">Draft: the n-gram drafter has no model and no cache</div>')

@@ -1,5 +1,6 @@
 """The text views: the prompt and every committed token coloured by where it came from, plain decoding's
 tokens, and a race lane (a text box with its counters and progress bar)."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -8,7 +9,7 @@ from ..lab import round_origins
 from ..trace import RoundEvent
 from .base import MAX_PROMPT_SHOWN, MAX_TOKEN_CHARS, MAX_TOKENS_DRAWN, ORIGIN_CLASS, clip, count, css_class, esc, fmt
 
-COLORS = {"speculative": "#4f46e5", "plain": "#64748b"}   # as charts.COLORS (kept here: no plotly in markup)
+COLORS = {"speculative": "#4f46e5", "plain": "#64748b"}  # as charts.COLORS (kept here: no plotly in markup)
 
 
 def token_span(text: object, cls: str, title: str) -> str:
@@ -32,8 +33,14 @@ def _more(drawn: int, total: int) -> str:
     return f'<span class="sv-more">… {total - drawn:,} more tokens not drawn</span>' if total > drawn else ""
 
 
-def text_html(prompt: object, rounds: Sequence[RoundEvent], current: int | None = None, caret: bool = False,
-              show_future: bool = False, follow: bool = False) -> str:
+def text_html(
+    prompt: object,
+    rounds: Sequence[RoundEvent],
+    current: int | None = None,
+    caret: bool = False,
+    show_future: bool = False,
+    follow: bool = False,
+) -> str:
     """The prompt, then every committed token coloured by origin; the tokens of round `current` outlined.
     At most MAX_TOKENS_DRAWN tokens are drawn."""
     spans: list[str] = []
@@ -56,16 +63,17 @@ def text_html(prompt: object, rounds: Sequence[RoundEvent], current: int | None 
                 extra = f", prob {fmt(tok.prob, '.3f')}"
             spans.append(token_span(tok.text, cls, f"round {index + 1}: {tok.origin}{extra}"))
     caret_html = '<span class="sv-caret"></span>' if caret else ""
-    return box_html(f'{prompt_html(prompt)}{"".join(spans)}{_more(len(spans), total)}{caret_html}', follow)
+    return box_html(f"{prompt_html(prompt)}{''.join(spans)}{_more(len(spans), total)}{caret_html}", follow)
 
 
-def plain_text_html(prompt: object | None, tokens: Sequence[object], cls: str = "sv-plain", caret: bool = False,
-                    follow: bool = False) -> str:
+def plain_text_html(
+    prompt: object | None, tokens: Sequence[object], cls: str = "sv-plain", caret: bool = False, follow: bool = False
+) -> str:
     """Plain decoding's tokens after the prompt; `cls` is one of ours. At most MAX_TOKENS_DRAWN tokens."""
     spans = "".join(token_span(t, cls, "plain decoding") for t in tokens[:MAX_TOKENS_DRAWN])
     head = prompt_html(prompt) if prompt else ""
     more = _more(min(len(tokens), MAX_TOKENS_DRAWN), len(tokens))
-    return box_html(f'{head}{spans}{more}{"<span class=sv-caret></span>" if caret else ""}', follow)
+    return box_html(f"{head}{spans}{more}{'<span class=sv-caret></span>' if caret else ''}", follow)
 
 
 def lane_html(*, name: str, kind: str, body: str, done: int, total: int, rate: float) -> str:
@@ -73,9 +81,11 @@ def lane_html(*, name: str, kind: str, body: str, done: int, total: int, rate: f
     "speculative" or "plain"."""
     cls = "spec" if kind == "speculative" else "plain"
     width = min(100.0, max(0.0, 100.0 * done / total)) if total else 0.0
-    return (f'<div class="sv-lane"><div class="sv-lane-head"><span class="name {cls}">{esc(name)}</span>'
-            f'<span class="stats"><b>{esc(done)}</b> tokens · <b>{esc(fmt(rate, ".1f"))}</b> tok/s</span></div>{body}'
-            f'<div class="bar"><div style="width:{width:.1f}%;background:{COLORS[kind]}"></div></div></div>')
+    return (
+        f'<div class="sv-lane"><div class="sv-lane-head"><span class="name {cls}">{esc(name)}</span>'
+        f'<span class="stats"><b>{esc(done)}</b> tokens · <b>{esc(fmt(rate, ".1f"))}</b> tok/s</span></div>{body}'
+        f'<div class="bar"><div style="width:{width:.1f}%;background:{COLORS[kind]}"></div></div></div>'
+    )
 
 
 def clock_html(t: float, end: float) -> str:

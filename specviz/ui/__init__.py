@@ -4,34 +4,17 @@ Pages read widgets, make one call and render: the run section (`run_section`), t
 State: one PageState per page (`page_state`), one Shared slot (`shared`), widget keys from `key`.
 The HTML and the words come from specviz.markup (pure, escaped, capped).
 """
+
 from .curves import measured_section, runs_section, use_measured_c
-from .files import (
-    curves_dir,
-    inject_css,
-    load_prompts,
-    recorded_traces,
-    trace_download,
-    trace_upload,
-    verify_curves,
-)
+from .files import curves_dir, inject_css, load_prompts, recorded_traces, trace_download, trace_upload, verify_curves
 from .pair import pair_loader, require_pair
 from .prompt import prompt_picker
 from .race import adopt_race, race_live, race_to_show, race_upload, show_race
-from .results import adopt_lab_runs, lab_results, lossless_results
+from .results import adopt_lab_runs, lab_results, lossless_form, lossless_results
 from .router import ROUTER_KEY, page_guard
 from .runner import RunButton, lab_live, lab_work, launch, lossless_work, quiet_live, run_section, trace_work
 from .settings import settings, sidebar, with_temperature
-from .state import (
-    PageState,
-    Settings,
-    Shared,
-    adopt_trace,
-    history,
-    key,
-    page_state,
-    remember,
-    shared,
-)
+from .state import PageState, Settings, Shared, adopt_trace, history, key, page_state, remember, shared
 from .viewer import (
     legend,
     live_rounds,
@@ -44,11 +27,56 @@ from .viewer import (
 )
 
 __all__ = [
-    "PageState", "ROUTER_KEY", "RunButton", "Settings", "Shared", "adopt_lab_runs", "adopt_race", "adopt_trace",
-    "curves_dir", "history", "inject_css", "key", "lab_live", "lab_results", "lab_work", "launch", "legend",
-    "live_rounds", "load_prompts", "lossless_results", "lossless_work", "measured_section", "page_guard",
-    "page_state", "pair_loader", "prompt_picker", "quiet_live", "race_live", "race_to_show", "race_upload",
-    "recorded_picker", "recorded_traces", "remember", "require_pair", "round_view", "run_section", "runs_section",
-    "settings", "shared", "show_race", "show_trace", "sidebar", "summary_metrics", "trace_download", "trace_to_show",
-    "trace_upload", "trace_viewer", "trace_work", "use_measured_c", "verify_curves", "with_temperature",
+    "PageState",
+    "ROUTER_KEY",
+    "RunButton",
+    "Settings",
+    "Shared",
+    "adopt_lab_runs",
+    "adopt_race",
+    "adopt_trace",
+    "curves_dir",
+    "history",
+    "inject_css",
+    "key",
+    "lab_live",
+    "lab_results",
+    "lab_work",
+    "launch",
+    "legend",
+    "live_rounds",
+    "load_prompts",
+    "lossless_form",
+    "lossless_results",
+    "lossless_work",
+    "measured_section",
+    "page_guard",
+    "page_state",
+    "pair_loader",
+    "prompt_picker",
+    "quiet_live",
+    "race_live",
+    "race_to_show",
+    "race_upload",
+    "recorded_picker",
+    "recorded_traces",
+    "remember",
+    "require_pair",
+    "round_view",
+    "run_section",
+    "runs_section",
+    "settings",
+    "shared",
+    "show_race",
+    "show_trace",
+    "sidebar",
+    "summary_metrics",
+    "trace_download",
+    "trace_to_show",
+    "trace_upload",
+    "trace_viewer",
+    "trace_work",
+    "use_measured_c",
+    "verify_curves",
+    "with_temperature",
 ]

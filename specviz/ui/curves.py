@@ -1,5 +1,6 @@
 """The Theory page's measured parts: the benchmark's verify-cost curve, and this session's runs on the
 formula's axes."""
+
 from __future__ import annotations
 
 import streamlit as st
@@ -9,17 +10,20 @@ from .files import curves_dir
 from .state import history, key
 
 NO_BAR = {"displayModeBar": False}
-NO_CURVE = ("No measured verify-cost curve yet. The formula above assumes that checking γ drafted tokens costs one "
-            "target step; to see what it costs on this machine, run the benchmark: "
-            "`.venv/bin/python -m specviz bench` (it loads the built-in pair and takes a few minutes). It writes "
-            "assets/verify_curve_cpu.json (verify_curve_cuda.json on a GPU), and this section then shows it.")
+NO_CURVE = (
+    "No measured verify-cost curve yet. The formula above assumes that checking γ drafted tokens costs one "
+    "target step; to see what it costs on this machine, run the benchmark: "
+    "`.venv/bin/python -m specviz bench` (it loads the built-in pair and takes a few minutes). It writes "
+    "assets/verify_curve_cpu.json (verify_curve_cuda.json on a GPU), and this section then shows it."
+)
 RUNS_WORDS = (
     "Each run gives **a** by inverting the expected accepted prefix per round, "
     "a(1 − a^γ)/(1 − a), **γ** as its mean draft length, and — when plain decoding was timed — "
     "**c** = draft time per draft forward ÷ target time per token. The formula assumes a verify pass "
     "costs one plain step; on a CPU it costs more, which is why measured points can sit below the curve. "
     "It also models a plain chain of drafts: runs with alternatives (a kept candidate and its bonus token) "
-    "or lookahead (fewer draft passes) gain what it does not count, and can sit above it.")
+    "or lookahead (fewer draft passes) gain what it does not count, and can sit above it."
+)
 
 
 def use_measured_c(value: float) -> None:
@@ -37,7 +41,8 @@ def _curve_facts(curve: dict) -> str:
         f"- **When:** {str(curve.get('measured_at', '?')).replace('T', ' ')}, torch {curve.get('torch', '?')}, "
         f"transformers {curve.get('transformers', '?')}\n"
         f"- **Samples:** median of {curve.get('samples', '?')} per point, contexts of about "
-        f"{curve.get('context_tokens', '?')} tokens")
+        f"{curve.get('context_tokens', '?')} tokens"
+    )
 
 
 def measured_section(curve: dict | None, damaged: list[str], c_measured: float | None) -> None:
@@ -45,21 +50,26 @@ def measured_section(curve: dict | None, damaged: list[str], c_measured: float |
     st.markdown("### Measured on this machine")
     if curve is None:
         if damaged:
-            st.warning(f"{', '.join(damaged)} in {curves_dir()} is not a verify-cost curve (damaged, or from another "
-                       "version of specviz), so it is not used.")
+            st.warning(
+                f"{', '.join(damaged)} in {curves_dir()} is not a verify-cost curve (damaged, or from another "
+                "version of specviz), so it is not used."
+            )
         st.info(NO_CURVE)
         return
     v1, v2 = st.columns([2, 3], gap="large")
     with v1:
-        last = len(curve["target_seconds"]) - 1          # the longest verify it timed
+        last = len(curve["target_seconds"]) - 1  # the longest verify it timed
         draft_note = f"; one draft step costs c = {c_measured:.3f} target steps" if c_measured is not None else ""
         st.markdown(
             "The formula counts a verify pass as **one target step** whatever γ. The benchmark timed it: one "
             "KV-cached target forward over γ + 1 tokens, next to one plain step (γ = 0). Here verifying "
             f"γ = {last} drafted tokens costs **{theory.verify_cost_ratios(curve, [last])[0]:.2f}** target steps"
-            f"{draft_note}. With the measured times themselves, the speed-up is")
-        st.latex(r"\text{speed-up} = \frac{1 - a^{\gamma + 1}}{1 - a}\cdot"
-                 r"\frac{t_\text{target}}{\gamma\, t_\text{draft} + t_\text{verify}(\gamma)}")
+            f"{draft_note}. With the measured times themselves, the speed-up is"
+        )
+        st.latex(
+            r"\text{speed-up} = \frac{1 - a^{\gamma + 1}}{1 - a}\cdot"
+            r"\frac{t_\text{target}}{\gamma\, t_\text{draft} + t_\text{verify}(\gamma)}"
+        )
         st.markdown(_curve_facts(curve))
         if c_measured is None:
             st.caption("This curve timed no draft model, so it gives no measured speed-up.")
@@ -77,13 +87,25 @@ def runs_section(a: float, g: int, c: float, curve: dict | None) -> None:
     with h2:
         st.markdown("#### Your runs on the same axes")
         if not points:
-            st.info("No runs yet in this session. Run something on the Step through, Race or Acceptance lab page; "
-                    "its measured a, γ and c appear here as red diamonds.")
+            st.info(
+                "No runs yet in this session. Run something on the Step through, Race or Acceptance lab page; "
+                "its measured a, γ and c appear here as red diamonds."
+            )
             return
         st.markdown(RUNS_WORDS)
-        st.dataframe([{
-            "run": pt.label, "a": round(pt.a, 3), "γ": round(pt.g, 2), "tokens / round": round(pt.tokens_per_round, 2),
-            "c": round(pt.c, 3) if pt.c is not None else None,
-            "formula speed-up": round(pt.predicted_speedup, 2) if pt.predicted_speedup is not None else None,
-            "measured speed-up": round(pt.measured_speedup, 2) if pt.measured_speedup is not None else None,
-        } for pt in points], hide_index=True, key=key("theory", "table"))
+        st.dataframe(
+            [
+                {
+                    "run": pt.label,
+                    "a": round(pt.a, 3),
+                    "γ": round(pt.g, 2),
+                    "tokens / round": round(pt.tokens_per_round, 2),
+                    "c": round(pt.c, 3) if pt.c is not None else None,
+                    "formula speed-up": round(pt.predicted_speedup, 2) if pt.predicted_speedup is not None else None,
+                    "measured speed-up": round(pt.measured_speedup, 2) if pt.measured_speedup is not None else None,
+                }
+                for pt in points
+            ],
+            hide_index=True,
+            key=key("theory", "table"),
+        )

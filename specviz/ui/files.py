@@ -1,5 +1,6 @@
 """Files the app reads and writes: the style sheet, example prompts, recorded runs, verify-cost curves,
 and traces a user downloads or uploads."""
+
 from __future__ import annotations
 
 import io
@@ -84,20 +85,30 @@ def recorded_traces() -> list[tuple[str, Trace]]:
 
 def trace_download(trace: Trace, page: str, label: str = "Download this run (JSON)") -> None:
     name = f"specviz-{trace.summary.method}-{trace.summary.new_tokens}tok-{int(time.time())}.json"
-    st.download_button(label, data=trace.to_json(), file_name=name, mime="application/json",
-                       key=key(page, "download"), on_click="ignore",
-                       help="Save the run; upload it later to replay it without any model.")
+    st.download_button(
+        label,
+        data=trace.to_json(),
+        file_name=name,
+        mime="application/json",
+        key=key(page, "download"),
+        on_click="ignore",
+        help="Save the run; upload it later to replay it without any model.",
+    )
 
 
 def trace_upload(page: str) -> Trace | None:
     """A newly uploaded trace (once per file), or None. A bad file gives st.error with the reason."""
     state = page_state(page)
-    uploaded = st.file_uploader("Replay a saved run (.json)", type=["json"], key=key(page, "upload"),
-                                help="A file from a Download button. Replays without loading any model.")
+    uploaded = st.file_uploader(
+        "Replay a saved run (.json)",
+        type=["json"],
+        key=key(page, "upload"),
+        help="A file from a Download button. Replays without loading any model.",
+    )
     if uploaded is None:
         state.upload_id = state.upload_error = None
         return None
-    if state.upload_id == uploaded.file_id:     # read already: a large file is not parsed again on each rerun
+    if state.upload_id == uploaded.file_id:  # read already: a large file is not parsed again on each rerun
         if state.upload_error:
             st.error(state.upload_error)
         return None
@@ -105,7 +116,7 @@ def trace_upload(page: str) -> Trace | None:
     try:
         trace = load_trace(io.BytesIO(uploaded.getvalue()))
     except TraceError as exc:
-        state.upload_error = f"This file cannot be replayed: {md(exc, 600)}"   # the message may quote the file
+        state.upload_error = f"This file cannot be replayed: {md(exc, 600)}"  # the message may quote the file
         st.error(state.upload_error)
         return None
     state.upload_error = None

@@ -1,4 +1,5 @@
 """The model pair: one background loader per pair, shared by all sessions; its status in the sidebar."""
+
 from __future__ import annotations
 
 import os
@@ -65,10 +66,11 @@ def require_pair(settings: Settings) -> Lease | None:
             bar.progress(loader.fraction, text=f"Loading models ({seconds:.0f} s): {loader.message}")
         bar.empty()
     if loader.state == "failed":
-        st.error(f"The models could not be loaded: {loader.error} Change the pair in the sidebar, "
-                 "or press Try again there.")
+        st.error(
+            f"The models could not be loaded: {loader.error} Change the pair in the sidebar, or press Try again there."
+        )
         return None
     lease = PAIRS.lease(settings.spec, pair_override())
-    if lease is None:       # unloaded for another session's pair in the meantime
+    if lease is None:  # unloaded for another session's pair in the meantime
         st.error("The models were unloaded to make room for another pair: press the button again to reload them.")
     return lease

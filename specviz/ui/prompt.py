@@ -3,6 +3,7 @@
 The prompt is shared between pages (`Shared.prompt`). The two boxes follow the text: when it is one of the
 examples they show its category and it, otherwise they show "your own prompt" and no example.
 """
+
 from __future__ import annotations
 
 import streamlit as st
@@ -62,10 +63,30 @@ def prompt_picker(page: str, label: str = "Prompt", height: int = 110) -> str:
     prompts = load_prompts()
     category = _follow_text(page, prompts)
     c1, c2 = st.columns([1, 3])
-    c1.selectbox("Example category", list(prompts), index=None, placeholder=OWN_CATEGORY, key=key(page, "category"),
-                 on_change=_pick_category, args=(page,))
-    c2.selectbox("Example prompt", prompts[category or next(iter(prompts))], index=None, placeholder=NO_EXAMPLE,
-                 key=key(page, "example"), on_change=_pick_example, args=(page,),
-                 format_func=lambda p: lab.short(p, 110))
-    return st.text_area(label, key=key(page, "prompt"), height=height, on_change=_share_prompt, args=(page,),
-                        help=f"Edit freely. At most {MAX_PROMPT_CHARS} characters.")
+    c1.selectbox(
+        "Example category",
+        list(prompts),
+        index=None,
+        placeholder=OWN_CATEGORY,
+        key=key(page, "category"),
+        on_change=_pick_category,
+        args=(page,),
+    )
+    c2.selectbox(
+        "Example prompt",
+        prompts[category or next(iter(prompts))],
+        index=None,
+        placeholder=NO_EXAMPLE,
+        key=key(page, "example"),
+        on_change=_pick_example,
+        args=(page,),
+        format_func=lambda p: lab.short(p, 110),
+    )
+    return st.text_area(
+        label,
+        key=key(page, "prompt"),
+        height=height,
+        on_change=_share_prompt,
+        args=(page,),
+        help=f"Edit freely. At most {MAX_PROMPT_CHARS} characters.",
+    )

@@ -1,4 +1,5 @@
 """The race: both runs replayed on one clock, the greedy identity check, and where the time goes."""
+
 from __future__ import annotations
 
 import time
@@ -15,7 +16,7 @@ from .state import adopt_trace, key, page_state, shared
 from .viewer import stopped_note
 
 RACE_SPEEDS = {"0.5×": 0.5, "1×": 1.0, "2×": 2.0, "5×": 5.0}
-MAX_REPLAY_SECONDS = 120.0   # a long (or crafted) run replays faster rather than holding the page for hours
+MAX_REPLAY_SECONDS = 120.0  # a long (or crafted) run replays faster rather than holding the page for hours
 
 
 def start_replay(page: str) -> None:
@@ -86,14 +87,18 @@ def _race_body(page: str, trace: Trace, replaying: bool) -> None:
     t = _clock(page, end, replaying)
     c1, c2, c3 = st.columns([1.2, 2, 2], vertical_alignment="center")
     c1.html(markup.clock_html(t, end))
-    c2.button("Replay the race" if not replaying else "Restart", icon=":material/replay:", key=key(page, "replay"),
-              on_click=start_replay, args=(page,), type="primary")
+    c2.button(
+        "Replay the race" if not replaying else "Restart",
+        icon=":material/replay:",
+        key=key(page, "replay"),
+        on_click=start_replay,
+        args=(page,),
+        type="primary",
+    )
     c3.segmented_control("Replay speed", list(RACE_SPEEDS), key=key(page, "race_speed"), default="1×")
     rounds = [e for e in trace.rounds if e.elapsed <= t]
     base = [e for e in trace.baseline if e.elapsed <= t]
     spec_done = sum(len(e.appended) for e in rounds)
-    spec_total = trace.summary.new_tokens
-    base_total = trace.baseline_summary.new_tokens if trace.baseline_summary else len(trace.baseline)
     base_prefill = trace.baseline_summary.prefill_seconds if trace.baseline_summary else 0.0
     # A lane's clock stops at its last token: its rate then stays at the run's final rate.
     spec_t = min(t, trace.rounds[-1].elapsed) if trace.rounds else t
@@ -105,32 +110,66 @@ def _race_body(page: str, trace: Trace, replaying: bool) -> None:
     m = st.columns(4)
     m[0].metric("Speculative tok/s", f"{spec_rate:.1f}")
     m[1].metric("Plain tok/s", f"{base_rate:.1f}")
-    m[2].metric("Speed-up so far", f"{ratio:.2f}×" if ratio else "—",
-                help="The two rates on the replay clock up to now.")
-    m[3].metric("Speed-up", f"{final:.2f}×" if final is not None else "—",
-                help="Final, measured: speculative tokens/s ÷ plain tokens/s (prompt prefill excluded).")
+    m[2].metric(
+        "Speed-up so far", f"{ratio:.2f}×" if ratio else "—", help="The two rates on the replay clock up to now."
+    )
+    m[3].metric(
+        "Speed-up",
+        f"{final:.2f}×" if final is not None else "—",
+        help="Final, measured: speculative tokens/s ÷ plain tokens/s (prompt prefill excluded).",
+    )
+    _lanes(trace, rounds, base, spec_rate=spec_rate, base_rate=base_rate)
+
+
+def _lanes(trace: Trace, rounds: list, base: list, *, spec_rate: float, base_rate: float) -> None:
+    """Both lanes: the text each method has written by now on the replay clock."""
+    spec_done = sum(len(e.appended) for e in rounds)
+    base_total = trace.baseline_summary.new_tokens if trace.baseline_summary else len(trace.baseline)
     left, right = st.columns(2)
-    spec_body = markup.text_html(trace.prompt, rounds, caret=spec_done < spec_total, follow=True)
-    left.html(markup.lane_html(name="Speculative decoding (draft + target)", kind="speculative", body=spec_body,
-                               done=spec_done, total=spec_total, rate=spec_rate))
-    base_body = markup.plain_text_html(trace.prompt, [e.token.text for e in base], caret=len(base) < base_total,
-                                       follow=True)
-    right.html(markup.lane_html(name="Plain decoding (target alone)", kind="plain", body=base_body,
-                                done=len(base), total=base_total, rate=base_rate))
+    spec_body = markup.text_html(trace.prompt, rounds, caret=spec_done < trace.summary.new_tokens, follow=True)
+    left.html(
+        markup.lane_html(
+            name="Speculative decoding (draft + target)",
+            kind="speculative",
+            body=spec_body,
+            done=spec_done,
+            total=trace.summary.new_tokens,
+            rate=spec_rate,
+        )
+    )
+    base_body = markup.plain_text_html(
+        trace.prompt, [e.token.text for e in base], caret=len(base) < base_total, follow=True
+    )
+    right.html(
+        markup.lane_html(
+            name="Plain decoding (target alone)",
+            kind="plain",
+            body=base_body,
+            done=len(base),
+            total=base_total,
+            rate=base_rate,
+        )
+    )
 
 
 def _identity(trace: Trace) -> None:
     identity = lab.greedy_identity(trace)
     if identity.checked and identity.identical:
-        st.success("Identical texts: in greedy mode speculative decoding wrote exactly what the target alone "
-                   f"wrote ({trace.summary.new_tokens} tokens).")
+        st.success(
+            "Identical texts: in greedy mode speculative decoding wrote exactly what the target alone "
+            f"wrote ({trace.summary.new_tokens} tokens)."
+        )
     elif identity.checked:
-        st.error(f"✗ The texts differ from token {identity.first_difference + 1} on. In greedy mode they should be "
-                 "identical; tiny floating-point differences between a batched verify pass and single steps can "
-                 "flip a near-tie between two tokens.")
+        st.error(
+            f"✗ The texts differ from token {identity.first_difference + 1} on. In greedy mode they should be "
+            "identical; tiny floating-point differences between a batched verify pass and single steps can "
+            "flip a near-tie between two tokens."
+        )
     else:
-        st.info("With temperature > 0 the two runs draw different random samples, so their texts differ; "
-                "both follow the same distribution (see the Lossless page).")
+        st.info(
+            "With temperature > 0 the two runs draw different random samples, so their texts differ; "
+            "both follow the same distribution (see the Lossless page)."
+        )
 
 
 def _costs(trace: Trace) -> None:
@@ -139,20 +178,31 @@ def _costs(trace: Trace) -> None:
         return
     m1, m2 = st.columns(2)
     m1.metric("One plain step", f"{costs.target_step * 1000:.0f} ms" if costs.target_step else "—")
-    m2.metric("One verify pass", f"{costs.verify * 1000:.0f} ms",
-              help="One target forward over the drafted tokens (and the last committed one).")
-    m1.metric("One draft forward", f"{costs.draft_forward * 1000:.0f} ms" if costs.draft_forward else "none",
-              help="The n-gram drafter has no model: drafting is almost free.")
+    m2.metric(
+        "One verify pass",
+        f"{costs.verify * 1000:.0f} ms",
+        help="One target forward over the drafted tokens (and the last committed one).",
+    )
+    m1.metric(
+        "One draft forward",
+        f"{costs.draft_forward * 1000:.0f} ms" if costs.draft_forward else "none",
+        help="The n-gram drafter has no model: drafting is almost free.",
+    )
     m2.metric("Tokens per round", f"{costs.tokens_per_round:.2f}")
-    st.markdown("Each round is a **draft** phase (γ small forwards, teal) then one **verify** pass (indigo). "
-                "Speculation pays when the tokens gained per round outweigh the round's cost:")
-    st.latex(r"\text{speed-up} \approx \frac{\text{tokens per round} \times t_\text{step}}"
-             r"{t_\text{draft phase} + t_\text{verify}}")
+    st.markdown(
+        "Each round is a **draft** phase (γ small forwards, teal) then one **verify** pass (indigo). "
+        "Speculation pays when the tokens gained per round outweigh the round's cost:"
+    )
+    st.latex(
+        r"\text{speed-up} \approx \frac{\text{tokens per round} \times t_\text{step}}"
+        r"{t_\text{draft phase} + t_\text{verify}}"
+    )
     if costs.verify_in_steps is not None:
         st.markdown(
             f"Here one verify pass cost **{costs.verify_in_steps:.1f}** plain steps. On a GPU, checking a few tokens "
             "at once costs about as much as one (the weights are read once either way); on a CPU it costs more, "
-            "so acceptance must be higher to win.")
+            "so acceptance must be higher to win."
+        )
 
 
 def show_race(page: str, trace: Trace) -> None:
@@ -178,8 +228,10 @@ def race_upload(page: str) -> None:
     if uploaded is None:
         return
     if uploaded.baseline_summary is None:
-        st.error("This run has no plain-decoding part to race against; run it here, or on the Step through page "
-                 "with 'Also time plain decoding' ticked.")
+        st.error(
+            "This run has no plain-decoding part to race against; run it here, or on the Step through page "
+            "with 'Also time plain decoding' ticked."
+        )
     else:
         adopt_trace(page, uploaded, "uploaded run")
         start_replay(page)

@@ -1,11 +1,12 @@
 """Routing: app.py is the router; every page makes sure it runs under it."""
+
 from __future__ import annotations
 
 import streamlit as st
 
 from .files import ROOT
 
-ROUTER_KEY = "router.running"   # set by app.py while it runs a page
+ROUTER_KEY = "router.running"  # set by app.py while it runs a page
 
 
 def page_guard() -> None:
@@ -20,9 +21,11 @@ def page_guard() -> None:
         return
     try:
         from streamlit.runtime.pages_manager import PagesManager
+
         PagesManager.uses_pages_directory = False
     except (ImportError, AttributeError):
         pass
     import runpy
+
     runpy.run_path(str(ROOT / "app.py"), run_name="__main__")
     st.stop()

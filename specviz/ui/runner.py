@@ -6,6 +6,7 @@ starts the work in a worker thread (jobs.start_job) and keeps the Job in the pag
 runs, a fragment redraws its live view twice a second; when it has finished, the next script run hands
 its result to the page once (`on_result`) or keeps its error on the page until the next run.
 """
+
 from __future__ import annotations
 
 import time
@@ -25,16 +26,17 @@ from .pair import require_pair
 from .safe import safe
 from .state import PageState, Settings, key, page_state
 
-Work = Callable[[Job, Any], Any]       # work(job, pair) -> result, run in the worker thread
+Work = Callable[[Job, Any], Any]  # work(job, pair) -> result, run in the worker thread
 
 
 @dataclass(frozen=True)
 class RunButton:
     """The page's run button: where it goes and what it says."""
-    slot: Any                           # the column (or container) to draw it in
+
+    slot: Any  # the column (or container) to draw it in
     label: str
     icon: str | None = None
-    disabled: bool = False              # besides while a run is going
+    disabled: bool = False  # besides while a run is going
 
 
 def _fail(state: PageState, message: str) -> bool:
@@ -45,9 +47,10 @@ def _fail(state: PageState, message: str) -> bool:
 @dataclass(frozen=True)
 class Context:
     """A context to check before a run: a prompt, and the answer so far that the run appends to it."""
+
     prompt: str
     answer: str = ""
-    where: str = "Prompt"           # how the error names it
+    where: str = "Prompt"  # how the error names it
 
 
 def contexts_of(prompt: str | None, answer: str, batch: Sequence[str]) -> list[Context]:
@@ -55,8 +58,10 @@ def contexts_of(prompt: str | None, answer: str, batch: Sequence[str]) -> list[C
     so that one bad prompt stops a batch before it starts."""
     found = [] if prompt is None else [Context(prompt, answer, "Prompt and answer so far" if answer else "Prompt")]
     unique = list(dict.fromkeys(batch))
-    return found + [Context(p, where=f"Prompt {i + 1} of {len(unique)} of the batch ({code(lab.short(p, 40))})")
-                    for i, p in enumerate(unique)]
+    return found + [
+        Context(p, where=f"Prompt {i + 1} of {len(unique)} of the batch ({code(lab.short(p, 40))})")
+        for i, p in enumerate(unique)
+    ]
 
 
 def _check_contexts(state: PageState, contexts: Sequence[Context], pair=None, chat: bool = True) -> bool:
@@ -75,13 +80,22 @@ def _check_contexts(state: PageState, contexts: Sequence[Context], pair=None, ch
 
 def _leased(run: Work, lease: Lease) -> Callable[[Job], Any]:
     def work(job: Job) -> Any:
-        with lease:             # the registry never unloads the pair while this run holds it
+        with lease:  # the registry never unloads the pair while this run holds it
             return run(job, lease.pair)
+
     return work
 
 
-def launch(page: str, settings: Settings, work: Callable[[], Work], *, prompt: str | None = None, answer: str = "",
-           batch: Sequence[str] = (), meta: dict | None = None) -> bool:
+def launch(
+    page: str,
+    settings: Settings,
+    work: Callable[[], Work],
+    *,
+    prompt: str | None = None,
+    answer: str = "",
+    batch: Sequence[str] = (),
+    meta: dict | None = None,
+) -> bool:
     """Check what a user can get wrong (the prompt with the answer so far, every prompt of a batch), then run
     work()(job, pair) in the background. False after an error."""
     contexts = contexts_of(prompt, answer, batch)
@@ -126,16 +140,32 @@ def _keep_result(page: str, result: Any, job: Job) -> None:
     page_state(page).result = result
 
 
-def run_section(page: str, settings: Settings, button: RunButton, work: Callable[[], Work], *,
-                live: Callable[[Job], None], errors: Any, prompt: str | None = None, answer: str = "",
-                batch: Sequence[str] = (), on_result: Callable[[str, Any, Job], None] = _keep_result) -> PageState:
+def run_section(
+    page: str,
+    settings: Settings,
+    button: RunButton,
+    work: Callable[[], Work],
+    *,
+    live: Callable[[Job], None],
+    errors: Any,
+    prompt: str | None = None,
+    answer: str = "",
+    batch: Sequence[str] = (),
+    on_result: Callable[[str, Any, Job], None] = _keep_result,
+) -> PageState:
     """A page's whole run section: the button (launches work() when pressed, after checking the prompt with
     the answer so far, or every prompt of a batch, against the prompt limits), the page's error (in `errors`,
     a container), the live view with a Stop button while it runs, and the finished result, handed once to
     on_result(page, result, job) (default: kept as PageState.result). Returns the page's state."""
     state = page_state(page)
-    clicked = button.slot.button(button.label, icon=button.icon, type="primary", key=key(page, "run"),
-                                 disabled=state.busy or button.disabled, width="stretch")
+    clicked = button.slot.button(
+        button.label,
+        icon=button.icon,
+        type="primary",
+        key=key(page, "run"),
+        disabled=state.busy or button.disabled,
+        width="stretch",
+    )
     if clicked:
         with errors:
             launch(page, settings, work, prompt=prompt, answer=answer, batch=batch)
@@ -159,56 +189,81 @@ def _live_fragment(page: str, render: Callable[[Job], None]) -> None:
     c1, c2 = st.columns([5, 1], vertical_alignment="center")
     with c1:
         if job.state == "waiting":
-            st.info(f"Another run (from another tab or user) is using the models. Yours starts as soon as it "
-                    f"ends — waiting {job.waited_seconds:.0f} s. Press Stop to give up.")
+            st.info(
+                f"Another run (from another tab or user) is using the models. Yours starts as soon as it "
+                f"ends — waiting {job.waited_seconds:.0f} s. Press Stop to give up."
+            )
         elif job.cancel.is_set():
             st.caption("Stopping after the current round…")
         else:
             elapsed = time.monotonic() - job.created
             progress = f" · {job.progress}" if job.progress else ""
             st.caption(f":material/progress_activity: Running · {elapsed:.0f} s{progress}")
-    c2.button("Stop", icon=":material/stop:", key=key(page, "stop"), on_click=job.stop, width="stretch",
-              help="Cancels the run between two rounds; what was computed so far is kept.")
+    c2.button(
+        "Stop",
+        icon=":material/stop:",
+        key=key(page, "stop"),
+        on_click=job.stop,
+        width="stretch",
+        help="Cancels the run between two rounds; what was computed so far is kept.",
+    )
     render(job)
 
 
 # --- the work each page runs -----------------------------------------------------------------------
 
+
 def trace_work(prompt: str, config: SpecConfig, chat: bool, baseline: bool) -> Work:
     """A speculative run (and optionally the baseline), its events streamed into the job."""
+
     def work(job: Job, pair) -> Trace:
-        return run_trace(pair, prompt, config, chat=chat, baseline=baseline, cancel=job.cancel,
-                         on_event=job.on_event, on_wait=job.on_wait)
+        return run_trace(
+            pair,
+            prompt,
+            config,
+            chat=chat,
+            baseline=baseline,
+            cancel=job.cancel,
+            on_event=job.on_event,
+            on_wait=job.on_wait,
+        )
+
     return work
 
 
 @dataclass(frozen=True)
 class BatchResult:
     """The Acceptance lab's finished runs, and the error of the run that stopped the batch, if one failed."""
+
     runs: list[lab.LabRun]
     failed: str | None = None
 
 
 def lab_work(plan: Sequence[lab.PlannedRun], chat: bool) -> Work:
     """The batch one run at a time: a run that fails (or a stop while waiting) keeps the runs finished before it."""
+
     def work(job: Job, pair) -> BatchResult:
         runs: list[lab.LabRun] = []
         for i, planned in enumerate(plan):
             job.fraction = i / len(plan)
             c = planned.config
-            job.progress = (f"run {i + 1} of {len(plan)}: {planned.category} · {lab.drafter_name(c.drafter)} · "
-                            f"{'greedy' if c.greedy else f'T={c.temperature:g}'} · {c.schedule}")
+            job.progress = (
+                f"run {i + 1} of {len(plan)}: {planned.category} · {lab.drafter_name(c.drafter)} · "
+                f"{'greedy' if c.greedy else f'T={c.temperature:g}'} · {c.schedule}"
+            )
             try:
                 done = lab.run_batch(pair, [planned], chat=chat, cancel=job.cancel, on_wait=job.on_wait)
             except Cancelled:
                 break
             except Exception as exc:  # noqa: BLE001 - the finished runs stay; the failure is one line
-                return BatchResult(runs, f"Run {i + 1} of {len(plan)} failed, the runs before it are kept: "
-                                         f"{describe_error(exc)}")
-            if not done:        # stopped
+                return BatchResult(
+                    runs, f"Run {i + 1} of {len(plan)} failed, the runs before it are kept: {describe_error(exc)}"
+                )
+            if not done:  # stopped
                 break
             runs.extend(done)
         return BatchResult(runs)
+
     return work
 
 
@@ -216,8 +271,10 @@ def lossless_work(prompt: str, config: SpecConfig, chat: bool, answer_prefix: st
     from ..lossless import next_token_distributions
 
     def work(job: Job, pair):
-        return next_token_distributions(pair, prompt, config, chat=chat, answer_prefix=answer_prefix,
-                                        cancel=job.cancel, on_wait=job.on_wait)
+        return next_token_distributions(
+            pair, prompt, config, chat=chat, answer_prefix=answer_prefix, cancel=job.cancel, on_wait=job.on_wait
+        )
+
     return work
 
 

@@ -5,6 +5,7 @@
   SPECVIZ_ALLOW_CUSTOM_MODELS=1; a path typed while they are off is never touched;
 - a model's own code runs only when the server was started with SPECVIZ_TRUST_REMOTE_CODE=1.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -54,20 +55,28 @@ def custom_models_note() -> str:
     """Markdown: whether custom pairs are allowed here, why, and how to allow them."""
     switch = code(f"{ALLOW_CUSTOM_ENV}=1")
     if is_loopback(server_address()):
-        return (f"Custom model pairs: allowed, because this server listens on {_listening_on()} only. "
-                f"On any other address they are off unless it is started with {switch}.")
+        return (
+            f"Custom model pairs: allowed, because this server listens on {_listening_on()} only. "
+            f"On any other address they are off unless it is started with {switch}."
+        )
     if custom_models_allowed():
         return f"Custom model pairs: allowed on this exposed server ({switch} at its start)."
-    return (f"Custom model pairs are off on this server: it listens on {_listening_on()}, where a typed path "
-            f"would let anyone probe its files. Whoever starts it can allow them with {switch}, or run it on "
-            f"localhost.")
+    return (
+        f"Custom model pairs are off on this server: it listens on {_listening_on()}, where a typed path "
+        f"would let anyone probe its files. Whoever starts it can allow them with {switch}, or run it on "
+        f"localhost."
+    )
 
 
 def remote_code_note() -> str:
     """Markdown: whether a model's own code may run here, and how to change it."""
     switch = code(f"{TRUST_REMOTE_CODE_ENV}=1")
     if remote_code_allowed():
-        return (f"Remote code: on ({switch} at server start): Python code shipped with a model repository runs "
-                "on this machine. Restart the server without it to turn it off.")
-    return ("Remote code: off. A model whose repository ships its own Python code does not load; whoever starts "
-            f"the server can allow it with {switch}.")
+        return (
+            f"Remote code: on ({switch} at server start): Python code shipped with a model repository runs "
+            "on this machine. Restart the server without it to turn it off."
+        )
+    return (
+        "Remote code: off. A model whose repository ships its own Python code does not load; whoever starts "
+        f"the server can allow it with {switch}."
+    )

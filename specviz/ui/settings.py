@@ -2,6 +2,7 @@
 
 Its widgets live in st.session_state under "cfg.<name>" (`cfg(name)`), so their values survive page switches.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -22,19 +23,36 @@ PRESETS: dict[str, tuple[str, str | None] | None] = {
     "gpt2-xl ← distilgpt2": ("openai-community/gpt2-xl", "distilbert/distilgpt2"),
     "Custom: hub ids or local paths": None,
 }
-PRESET_HELP = ("The target (p) is the big model whose output we want; the draft (q) is the small, fast guesser. "
-               "Built-in: Qwen2.5-Coder-1.5B-Instruct ← Qwen2.5-Coder-0.5B-Instruct, offline, runs on a CPU. "
-               "The hub pairs need a download (network) and a GPU to be fast: Qwen/Qwen2.5-7B-Instruct ← "
-               "Qwen/Qwen2.5-0.5B-Instruct, meta-llama/Llama-3.1-8B-Instruct ← meta-llama/Llama-3.2-1B-Instruct, "
-               "openai-community/gpt2-xl ← distilbert/distilgpt2.")
-MAX_UI_SEED = (1 << 53) - 1   # the largest integer a browser number box holds exactly
+PRESET_HELP = (
+    "The target (p) is the big model whose output we want; the draft (q) is the small, fast guesser. "
+    "Built-in: Qwen2.5-Coder-1.5B-Instruct ← Qwen2.5-Coder-0.5B-Instruct, offline, runs on a CPU. "
+    "The hub pairs need a download (network) and a GPU to be fast: Qwen/Qwen2.5-7B-Instruct ← "
+    "Qwen/Qwen2.5-0.5B-Instruct, meta-llama/Llama-3.1-8B-Instruct ← meta-llama/Llama-3.2-1B-Instruct, "
+    "openai-community/gpt2-xl ← distilbert/distilgpt2."
+)
+MAX_UI_SEED = (1 << 53) - 1  # the largest integer a browser number box holds exactly
 QUANTIZE = {"auto (int8 on CPU)": None, "on (int8)": True, "off": False}
 DEFAULTS: dict[str, Any] = {
-    "preset": next(iter(PRESETS)), "device": "auto", "quantize": next(iter(QUANTIZE)),
-    "custom_target": "", "custom_draft": "", "custom_applied": None,
-    "drafter": "model", "ngram": 3, "lookahead": 0, "alternatives": 0, "gamma": 5, "schedule": "constant",
-    "gamma_max": 12, "confidence": 0.0, "temperature": 0.0, "top_k": 0, "top_p": 1.0, "seed": 0,
-    "max_new_tokens": 32, "chat": True,
+    "preset": next(iter(PRESETS)),
+    "device": "auto",
+    "quantize": next(iter(QUANTIZE)),
+    "custom_target": "",
+    "custom_draft": "",
+    "custom_applied": None,
+    "drafter": "model",
+    "ngram": 3,
+    "lookahead": 0,
+    "alternatives": 0,
+    "gamma": 5,
+    "schedule": "constant",
+    "gamma_max": 12,
+    "confidence": 0.0,
+    "temperature": 0.0,
+    "top_k": 0,
+    "top_p": 1.0,
+    "seed": 0,
+    "max_new_tokens": 32,
+    "chat": True,
 }
 
 
@@ -69,19 +87,29 @@ def _pair_spec() -> PairSpec | None:
         choice = _value("custom_applied") if custom_models_allowed() else None
         if choice is None:
             return None
-    return PairSpec(target=choice[0], draft=choice[1], device=_value("device"),
-                    quantize_draft=QUANTIZE[_value("quantize")])
+    return PairSpec(
+        target=choice[0], draft=choice[1], device=_value("device"), quantize_draft=QUANTIZE[_value("quantize")]
+    )
 
 
 def _read_config() -> tuple[SpecConfig | None, str | None]:
     v = _value
     try:
         config = SpecConfig(
-            gamma=int(v("gamma")), schedule=v("schedule"), gamma_max=max(int(v("gamma_max")), int(v("gamma"))),
-            draft_confidence=float(v("confidence")), temperature=float(v("temperature")),
-            top_k=int(v("top_k")), top_p=float(v("top_p")), seed=int(v("seed")),
-            max_new_tokens=int(v("max_new_tokens")), drafter=v("drafter"), ngram_size=int(v("ngram")),
-            lookahead=int(v("lookahead")), alternatives=int(v("alternatives")), record_top=10,
+            gamma=int(v("gamma")),
+            schedule=v("schedule"),
+            gamma_max=max(int(v("gamma_max")), int(v("gamma"))),
+            draft_confidence=float(v("confidence")),
+            temperature=float(v("temperature")),
+            top_k=int(v("top_k")),
+            top_p=float(v("top_p")),
+            seed=int(v("seed")),
+            max_new_tokens=int(v("max_new_tokens")),
+            drafter=v("drafter"),
+            ngram_size=int(v("ngram")),
+            lookahead=int(v("lookahead")),
+            alternatives=int(v("alternatives")),
+            record_top=10,
         ).validate()
         return config, None
     except (ConfigError, TypeError, ValueError) as exc:
@@ -95,16 +123,26 @@ def _pair_section() -> PairSpec | None:
     if custom and not custom_models_allowed():
         st.warning(custom_models_note(), icon=":material/lock:")
     elif custom:
-        st.text_input("Target model (p): hub id or local path", key=cfg("custom_target"),
-                      placeholder="e.g. Qwen/Qwen2.5-1.5B-Instruct or /models/my-target")
-        st.text_input("Draft model (q): hub id or local path (empty: n-gram only)", key=cfg("custom_draft"),
-                      placeholder="e.g. Qwen/Qwen2.5-0.5B-Instruct")
+        st.text_input(
+            "Target model (p): hub id or local path",
+            key=cfg("custom_target"),
+            placeholder="e.g. Qwen/Qwen2.5-1.5B-Instruct or /models/my-target",
+        )
+        st.text_input(
+            "Draft model (q): hub id or local path (empty: n-gram only)",
+            key=cfg("custom_draft"),
+            placeholder="e.g. Qwen/Qwen2.5-0.5B-Instruct",
+        )
         st.button("Load this pair", on_click=_apply_custom, key=cfg("apply"), width="stretch")
     with st.expander("Device and loading", expanded=False):
         st.selectbox("Device", ["auto", "cpu", "cuda", "mps"], key=cfg("device"))
-        st.selectbox("Quantize the draft", list(QUANTIZE), key=cfg("quantize"),
-                     help="int8 dynamic quantization of the draft's Linear layers makes drafting much cheaper "
-                          "on CPU. It changes q, never p: the output stays exactly the target's.")
+        st.selectbox(
+            "Quantize the draft",
+            list(QUANTIZE),
+            key=cfg("quantize"),
+            help="int8 dynamic quantization of the draft's Linear layers makes drafting much cheaper "
+            "on CPU. It changes q, never p: the output stays exactly the target's.",
+        )
         st.caption(remote_code_note())
         st.caption(custom_models_note())
     spec = _pair_spec()
@@ -117,33 +155,63 @@ def _pair_section() -> PairSpec | None:
 
 def _speculation_section() -> None:
     st.markdown("### Speculation")
-    st.radio("Drafter", ["model", "ngram"], key=cfg("drafter"), horizontal=True,
-             format_func=lambda d: {"model": "draft model", "ngram": "n-gram lookup"}[d],
-             help="The n-gram drafter copies what followed the last occurrence of the current text "
-                  "(prompt lookup): no model, q is a point mass.")
+    st.radio(
+        "Drafter",
+        ["model", "ngram"],
+        key=cfg("drafter"),
+        horizontal=True,
+        format_func=lambda d: {"model": "draft model", "ngram": "n-gram lookup"}[d],
+        help="The n-gram drafter copies what followed the last occurrence of the current text "
+        "(prompt lookup): no model, q is a point mass.",
+    )
     if _value("drafter") == "ngram":
         st.slider("Longest n-gram to match", 1, 8, key=cfg("ngram"))
     else:
-        st.slider("Lookahead: lookup guesses per draft pass", 0, 16, key=cfg("lookahead"),
-                  help="0 = off. Prompt lookup guesses how the text goes on; one draft pass scores the guesses "
-                       "at once, and while the draft's own draws agree with them it needs no further pass. "
-                       "Each token is still drawn from the draft's q; only the passes are fewer (marked ⇢).")
-        st.slider("Alternatives for the last draft token", 0, 4, key=cfg("alternatives"),
-                  help="0 = off. When the draft is unsure of its last token, the target's verify pass also scores "
-                       "the draft's other candidates for that position (a small token tree): if the draft's own "
-                       "token is rejected, one of them can be kept instead, with a bonus token after it. Greedy: "
-                       "q's next-best tokens; sampling: further draws from q, checked by recursive rejection "
-                       "sampling, so the output still follows p exactly.")
-    st.number_input(f"γ: draft length (1-{GAMMA_LIMIT})", step=1, key=cfg("gamma"),
-                    help="How many tokens the drafter proposes per round.")
-    st.radio("Schedule", ["constant", "adaptive", "auto"], key=cfg("schedule"), horizontal=True,
-             help="adaptive: γ grows by 2 after a round whose drafts were all accepted, shrinks by 1 otherwise. "
-                  "auto: drafts up to the largest γ while the draft is confident (0.7 unless set below) and "
-                  "takes plain target steps while speculating measurably does not pay.")
+        st.slider(
+            "Lookahead: lookup guesses per draft pass",
+            0,
+            16,
+            key=cfg("lookahead"),
+            help="0 = off. Prompt lookup guesses how the text goes on; one draft pass scores the guesses "
+            "at once, and while the draft's own draws agree with them it needs no further pass. "
+            "Each token is still drawn from the draft's q; only the passes are fewer (marked ⇢).",
+        )
+        st.slider(
+            "Alternatives for the last draft token",
+            0,
+            4,
+            key=cfg("alternatives"),
+            help="0 = off. When the draft is unsure of its last token, the target's verify pass also scores "
+            "the draft's other candidates for that position (a small token tree): if the draft's own "
+            "token is rejected, one of them can be kept instead, with a bonus token after it. Greedy: "
+            "q's next-best tokens; sampling: further draws from q, checked by recursive rejection "
+            "sampling, so the output still follows p exactly.",
+        )
+    st.number_input(
+        f"γ: draft length (1-{GAMMA_LIMIT})",
+        step=1,
+        key=cfg("gamma"),
+        help="How many tokens the drafter proposes per round.",
+    )
+    st.radio(
+        "Schedule",
+        ["constant", "adaptive", "auto"],
+        key=cfg("schedule"),
+        horizontal=True,
+        help="adaptive: γ grows by 2 after a round whose drafts were all accepted, shrinks by 1 otherwise. "
+        "auto: drafts up to the largest γ while the draft is confident (0.7 unless set below) and "
+        "takes plain target steps while speculating measurably does not pay.",
+    )
     if _value("schedule") in ("adaptive", "auto"):
         st.number_input(f"Largest γ ({_value('schedule')})", step=1, key=cfg("gamma_max"))
-    st.slider("Draft-confidence stop", 0.0, 0.95, step=0.05, key=cfg("confidence"),
-              help="Stop drafting early when the draft's own top probability falls below this (0 = off).")
+    st.slider(
+        "Draft-confidence stop",
+        0.0,
+        0.95,
+        step=0.05,
+        key=cfg("confidence"),
+        help="Stop drafting early when the draft's own top probability falls below this (0 = off).",
+    )
 
 
 def _sampling_section() -> None:
@@ -155,8 +223,11 @@ def _sampling_section() -> None:
     c1, c2 = st.columns(2)
     c1.number_input("Seed", min_value=0, max_value=MAX_UI_SEED, step=1, key=cfg("seed"))
     c2.number_input(f"Max new tokens (≤ {MAX_NEW_TOKENS_LIMIT})", step=8, key=cfg("max_new_tokens"))
-    st.checkbox("Use the chat template", key=cfg("chat"),
-                help="Wrap the prompt as a user message (instruction-tuned models). Off: plain continuation.")
+    st.checkbox(
+        "Use the chat template",
+        key=cfg("chat"),
+        help="Wrap the prompt as a user message (instruction-tuned models). Off: plain continuation.",
+    )
 
 
 def sidebar() -> Settings:

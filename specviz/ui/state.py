@@ -3,6 +3,7 @@
 Pages never spell a session-state key: they get their PageState (`page_state`), the shared slot (`shared`)
 and widget keys (`key(page, name)`) from here. Widget keys are "page.name", as Streamlit and the tests see them.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from ..jobs import Job
 from ..models import PairSpec
 from ..trace import Trace
 
-HISTORY_LIMIT = 60              # runs kept for the Theory page's measured points
+HISTORY_LIMIT = 60  # runs kept for the Theory page's measured points
 
 
 def key(page: str, name: str) -> str:
@@ -27,28 +28,30 @@ def key(page: str, name: str) -> str:
 @dataclass(frozen=True)
 class Settings:
     """The sidebar's settings of this script run."""
+
     spec: PairSpec
-    config: SpecConfig | None       # None when a setting is out of range
+    config: SpecConfig | None  # None when a setting is out of range
     config_error: str | None
-    chat: bool                      # wrap prompts in the chat template
-    has_pair: bool = True           # False while a custom pair has not been applied
+    chat: bool  # wrap prompts in the chat template
+    has_pair: bool = True  # False while a custom pair has not been applied
 
 
 @dataclass
 class PageState:
     """Everything a page keeps between reruns (its widgets' values live under their own keys)."""
-    trace: Trace | None = None      # the run shown
-    label: str = ""                 # "your run", "the uploaded run", ...
-    job: Job | None = None          # the background run of this page, running or finished
-    error: str | None = None        # the last run's error, shown until the next run
-    result: Any = None              # what a non-trace run produced (the lab's runs, lossless's distributions)
-    index: int = 0                  # the round shown by the step-through viewer
+
+    trace: Trace | None = None  # the run shown
+    label: str = ""  # "your run", "the uploaded run", ...
+    job: Job | None = None  # the background run of this page, running or finished
+    error: str | None = None  # the last run's error, shown until the next run
+    result: Any = None  # what a non-trace run produced (the lab's runs, lossless's distributions)
+    index: int = 0  # the round shown by the step-through viewer
     playing: bool = False
-    tick_armed: bool = False        # the play timer's next tick advances a round
-    replaying: bool = False         # the race replay's clock is running
+    tick_armed: bool = False  # the play timer's next tick advances a round
+    replaying: bool = False  # the race replay's clock is running
     clock_start: float = 0.0
-    upload_id: str | None = None    # the uploaded file already read (parsed once, not on every rerun)
-    upload_error: str | None = None # why that file was refused, shown while it stays in the uploader
+    upload_id: str | None = None  # the uploaded file already read (parsed once, not on every rerun)
+    upload_error: str | None = None  # why that file was refused, shown while it stays in the uploader
     recorded_shown: str | None = None
 
     @property
@@ -59,10 +62,11 @@ class PageState:
 @dataclass
 class Shared:
     """What the pages share: the settings, the prompt, this session's runs."""
+
     settings: Settings | None = None
-    prompt: str | None = None                   # the prompt last picked or typed on any page
+    prompt: str | None = None  # the prompt last picked or typed on any page
     history: list[tuple[str, Trace]] = field(default_factory=list)
-    last_with_baseline: Trace | None = None     # the last run shown that also timed plain decoding (for Race)
+    last_with_baseline: Trace | None = None  # the last run shown that also timed plain decoding (for Race)
 
 
 def page_state(page: str) -> PageState:

@@ -1,5 +1,6 @@
 """The step-through viewer: one round (chips, the next token's distribution, both KV caches, the words),
 a run's summary, and the controls that step, play and pause through the rounds."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -17,18 +18,21 @@ from .safe import safe
 from .state import adopt_trace, key, page_state, remember
 
 SPEEDS = {"0.5×": 0.5, "1×": 1.0, "2×": 2.0, "4×": 4.0}
-KV_WORDS = ("A model's KV cache stores its work on every token so far, so each forward pass only processes the new "
-            "tokens. The verify pass adds the drafted tokens to the target's cache, and drafting adds them to the "
-            "draft's. After the verdict both caches are **cropped** back to the committed text "
-            "(`DynamicCache.crop`); rejected tokens are forgotten, and the prompt is never processed again.")
+KV_WORDS = (
+    "A model's KV cache stores its work on every token so far, so each forward pass only processes the new "
+    "tokens. The verify pass adds the drafted tokens to the target's cache, and drafting adds them to the "
+    "draft's. After the verdict both caches are **cropped** back to the committed text "
+    "(`DynamicCache.crop`); rejected tokens are forgotten, and the prompt is never processed again."
+)
 
 
 @dataclass(frozen=True)
 class RoundContext:
     """What a round view needs besides the round: the run's settings and size, and a key for its chart."""
+
     config: SpecConfig
-    rounds: int | None          # rounds in the run (None while it runs)
-    prompt_len: int             # prompt tokens, for the KV caches
+    rounds: int | None  # rounds in the run (None while it runs)
+    prompt_len: int  # prompt tokens, for the KV caches
     chart_key: str
 
     @classmethod
@@ -50,11 +54,17 @@ def round_view(event: RoundEvent, context: RoundContext, *, show_chart: bool = T
     with left:
         if show_chart:
             where = "rejection" if event.next_source == "resampled" else "bonus"
-            what = ("p, q and the residual norm(max(0, p − q)) over the top tokens"
-                    if where == "rejection" and event.top_q else "the target's distribution p over its top tokens")
+            what = (
+                "p, q and the residual norm(max(0, p − q)) over the top tokens"
+                if where == "rejection" and event.top_q
+                else "the target's distribution p over its top tokens"
+            )
             st.markdown(f"**At the {where} position:** {what}")
-            st.plotly_chart(charts.next_token_figure(event, greedy), key=f"nt-{context.chart_key}-{event.index}",
-                            config={"displayModeBar": False})
+            st.plotly_chart(
+                charts.next_token_figure(event, greedy),
+                key=f"nt-{context.chart_key}-{event.index}",
+                config={"displayModeBar": False},
+            )
     with right:
         if show_chart:
             st.markdown(markup.explain_chart(event, greedy))
@@ -71,18 +81,26 @@ def summary_metrics(trace: Trace) -> None:
     cols = st.columns(6)
     cols[0].metric("New tokens", s.new_tokens)
     cols[1].metric("Rounds (target passes)", s.rounds)
-    cols[2].metric("Tokens / target pass", f"{s.new_tokens / s.rounds:.2f}" if s.rounds else "—",
-                   help="The speed-up if drafting were free and a verify pass cost as much as one plain step.")
+    cols[2].metric(
+        "Tokens / target pass",
+        f"{s.new_tokens / s.rounds:.2f}" if s.rounds else "—",
+        help="The speed-up if drafting were free and a verify pass cost as much as one plain step.",
+    )
     cols[3].metric("Acceptance rate", f"{s.acceptance_rate:.0%}", help="Accepted drafted tokens / drafted tokens.")
     cols[4].metric("Speculative tok/s", f"{s.tokens_per_second:.1f}")
-    cols[5].metric("Speed-up", f"{rate:.2f}×" if rate is not None else "—",
-                   help="Speculative tokens/s ÷ plain decoding tokens/s (measured, prompt prefill excluded)."
-                        if rate is not None else "Run with 'also time plain decoding' to measure it.")
+    cols[5].metric(
+        "Speed-up",
+        f"{rate:.2f}×" if rate is not None else "—",
+        help="Speculative tokens/s ÷ plain decoding tokens/s (measured, prompt prefill excluded)."
+        if rate is not None
+        else "Run with 'also time plain decoding' to measure it.",
+    )
 
 
 def stopped_note(trace: Trace) -> None:
     if trace.summary.finish_reason == "cancelled" or (
-            trace.baseline_summary is not None and trace.baseline_summary.finish_reason == "cancelled"):
+        trace.baseline_summary is not None and trace.baseline_summary.finish_reason == "cancelled"
+    ):
         st.warning(markup.stopped_message(len(trace.rounds)))
 
 
@@ -94,8 +112,10 @@ def live_rounds(job: Job) -> None:
     config: SpecConfig = job.meta["config"]
     prompt = job.meta.get("prompt", "")
     if tokens:
-        st.progress(min(1.0, len(tokens) / max(1, config.max_new_tokens)), text="Now timing plain decoding for the "
-                    f"speed-up: token {len(tokens)} of ≤ {config.max_new_tokens}")
+        st.progress(
+            min(1.0, len(tokens) / max(1, config.max_new_tokens)),
+            text=f"Now timing plain decoding for the speed-up: token {len(tokens)} of ≤ {config.max_new_tokens}",
+        )
     if not rounds:
         st.caption("Waiting for the first round (the prompt is processed first)…")
         st.html(markup.text_html(prompt, [], caret=True))
@@ -107,6 +127,7 @@ def live_rounds(job: Job) -> None:
 
 
 # --- stepping through a finished run --------------------------------------------------------------
+
 
 def _goto(page: str, index: int, playing: bool = False) -> None:
     state = page_state(page)
@@ -149,22 +170,45 @@ def _advance(page: str, n: int) -> tuple[int, bool]:
 def _controls(page: str, index: int, n: int, playing: bool) -> None:
     controls = st.columns([1, 1, 1.4, 1, 1, 2.2], vertical_alignment="bottom")
     step = {"on_click": _goto, "width": "stretch"}
-    controls[0].button("First", icon=":material/first_page:", key=key(page, "first"), args=(page, 0),
-                       help="First round", **step)
-    controls[1].button("Back", icon=":material/chevron_left:", key=key(page, "prev"), args=(page, max(0, index - 1)),
-                       help="Previous round", **step)
+    controls[0].button(
+        "First", icon=":material/first_page:", key=key(page, "first"), args=(page, 0), help="First round", **step
+    )
+    controls[1].button(
+        "Back",
+        icon=":material/chevron_left:",
+        key=key(page, "prev"),
+        args=(page, max(0, index - 1)),
+        help="Previous round",
+        **step,
+    )
     if playing:
         controls[2].button("Pause", icon=":material/pause:", key=key(page, "pause"), args=(page, index, False), **step)
     else:
         start = 0 if index >= n - 1 else index
-        controls[2].button("Play", icon=":material/play_arrow:", key=key(page, "play"), args=(page, start, True),
-                           type="primary", disabled=n < 2, help="Advance one round at a time", **step)
-    controls[3].button("Next", icon=":material/chevron_right:", key=key(page, "next"),
-                       args=(page, min(n - 1, index + 1)), help="Next round", **step)
-    controls[4].button("Last", icon=":material/last_page:", key=key(page, "last"), args=(page, n - 1),
-                       help="Last round", **step)
-    controls[5].segmented_control("Speed", list(SPEEDS), key=key(page, "speed"), default="1×",
-                                  label_visibility="collapsed")
+        controls[2].button(
+            "Play",
+            icon=":material/play_arrow:",
+            key=key(page, "play"),
+            args=(page, start, True),
+            type="primary",
+            disabled=n < 2,
+            help="Advance one round at a time",
+            **step,
+        )
+    controls[3].button(
+        "Next",
+        icon=":material/chevron_right:",
+        key=key(page, "next"),
+        args=(page, min(n - 1, index + 1)),
+        help="Next round",
+        **step,
+    )
+    controls[4].button(
+        "Last", icon=":material/last_page:", key=key(page, "last"), args=(page, n - 1), help="Last round", **step
+    )
+    controls[5].segmented_control(
+        "Speed", list(SPEEDS), key=key(page, "speed"), default="1×", label_visibility="collapsed"
+    )
 
 
 @safe
@@ -203,8 +247,9 @@ def recorded_picker(page: str) -> None:
     if not recorded:
         return
     names = [name for name, _ in recorded]
-    choice = st.selectbox("…or a recorded run", names, index=None, key=key(page, "recorded_pick"),
-                          placeholder="Choose a recorded run")
+    choice = st.selectbox(
+        "…or a recorded run", names, index=None, key=key(page, "recorded_pick"), placeholder="Choose a recorded run"
+    )
     state = page_state(page)
     if choice is not None and state.recorded_shown != choice:
         state.recorded_shown = choice

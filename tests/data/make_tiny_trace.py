@@ -4,6 +4,7 @@
 
 (Real recorded runs for the app's first screen live in assets/traces/ and come from the built-in pair.)
 """
+
 import dataclasses
 from pathlib import Path
 
