@@ -4,6 +4,10 @@ Loaded with `-p cuda_plugin` (scripts/ on PYTHONPATH) before the test modules ar
 replaces specviz.tiny.tiny_pair with a version that moves both models to CUDA; the tests' own calls
 with CPU tensors (reference forwards, target.generate) are moved to the model's device. Everything
 else (the engine, its generators, the verify rule, the chi-square test) runs unchanged on CUDA.
+
+SPECVIZ_LOSSLESS_RUNS=N sets the number of seeded runs per config of the chi-square tests (the test module's
+RUNS, 2000 by default): those runs are sequential, launch-bound on a GPU, and 8 x 2000 of them do not fit
+a 10-minute loan. The test keeps its significance level; fewer runs only lower its power.
 """
 
 from __future__ import annotations
@@ -70,6 +74,16 @@ def pytest_configure(config):
     torch.backends.cudnn.allow_tf32 = False
 
 
+def pytest_collection_modifyitems(config, items):
+    runs = os.environ.get("SPECVIZ_LOSSLESS_RUNS")
+    if not runs:
+        return
+    for module in {getattr(item, "module", None) for item in items} - {None}:
+        if module.__name__.rsplit(".", 1)[-1] == "test_lossless":
+            module.RUNS = int(runs)
+
+
 def pytest_report_header(config):
     name = torch.cuda.get_device_name(DEVICE) if DEVICE.type == "cuda" else "dry run"
-    return f"cuda_plugin: tiny pairs on {DEVICE} ({name})"
+    runs = os.environ.get("SPECVIZ_LOSSLESS_RUNS", "the tests' own")
+    return f"cuda_plugin: tiny pairs on {DEVICE} ({name}); lossless runs per config: {runs}"
