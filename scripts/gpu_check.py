@@ -310,9 +310,11 @@ def constant_phase(pair: ModelPair, prompts, short: BenchSettings) -> tuple[dict
 def alternatives_phase(pair: ModelPair, prompts, short: BenchSettings) -> tuple[dict, dict]:
     """The token-tree verify (alternatives: other candidates for the last drafted token, one custom 4D mask),
     eager, in the pair's dtype (bf16 on CUDA): the one path the CPU tests cannot run in bf16 attention."""
-    config = replace(short.config, alternatives=2, draft_confidence=0.0)
+    # constant gamma 2, no confidence stop: every round drafts (the auto schedule drops to plain rounds when
+    # nothing is accepted, as with random weights), so every round verifies a token tree
+    config = replace(short.config, schedule="constant", gamma=2, alternatives=2, draft_confidence=0.0)
     doc = run_benchmark(pair, prompts, replace(short, config=config), print)
-    print("eager with 2 alternatives (token-tree verify):")
+    print("eager, constant gamma 2 with 2 alternatives (token-tree verify):")
     print(format_table(doc))
     return doc, {}
 
