@@ -12,13 +12,14 @@
 #   tests.log (with the slowest durations), junit.xml
 #   status.json   each step's exit code and seconds (written after every step)
 # Usage: OUT=... scripts/gpu_check.sh [gpu_check.py's options, e.g. --device cpu --dry-run for a rehearsal]
-#   PYTHON=...                   interpreter (default: python3, the one that holds torch on the GPU machine)
+#   PYTHON=...                   interpreter (default: .venv/bin/python, else python3: the GPU machine's)
 #   SPECVIZ_LOSSLESS_RUNS=300    runs per config of test_lossless.py::test_first_two_tokens_follow_the_target (own: 2000)
 #   GPU_CHECK_TESTS="..."        the test files (default below); GPU_CHECK_TEST_TIMEOUT=90 seconds per test
 #   GPU_CHECK_BENCH_S=280, GPU_CHECK_TESTS_S=150: the two steps' time limits (worst case in all: about 490 s)
 set -uo pipefail # no -e: a failing step must not stop the others
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python3}
+PY=${PYTHON:-.venv/bin/python}
+[ -x "$PY" ] || PY=python3 # the GPU machine: its python3 holds torch (no .venv travels)
 OUTDIR=${OUT:-out}
 SITE=${GPU_CHECK_SITE:-/tmp/specviz-site}
 mkdir -p "$OUTDIR"
