@@ -6,12 +6,16 @@ with random weights (bf16 on CUDA), the tokenizer is a synthetic one of the same
 about as often as chance, so acceptance is near 0 and speculative decoding cannot pay: what this
 measures is the cost side, the target's verify time against gamma and the draft/target cost ratio c.
 
-If the draft's step costs more than half the target's (small models on a GPU are bound by kernel
-launches and Python, not by their size), it says so with the figures, turns on a static KV cache and
-CUDA graphs through torch.compile for the draft's and the target's one-token steps (the baseline's
-too), and measures again.
+Phases, each run even if one before it failed, each written to gpu-check-<device>.json as soon as it
+ends (with its status, seconds and any error): eager (the four methods, the verify-cost curve, c);
+eager_constant_gamma4 (the confidence stop off, so really gamma 4); eager_alternatives (the token-tree
+verify, bf16 on CUDA); compiled, when the draft is launch-bound (c > 0.5) or --compile on: a static KV
+cache and CUDA graphs through torch.compile for the one-token steps only, with dynamo's counters and
+compile times; identity_fp32 (greedy identity where it means something). A phase that would start
+after --budget seconds is skipped, so the whole fits its timeout.
 
 Usage: python scripts/gpu_check.py [--device cuda] [--out DIR] [--max-new-tokens 64] [--compile auto|on|off]
+       [--budget 230] [--dry-run]
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import json
 import string
 import sys
 import time
+import traceback
 from dataclasses import replace
 from pathlib import Path
 
@@ -31,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from specviz.bench import BenchSettings, format_curve, format_table, load_prompts, run_benchmark  # noqa: E402
 from specviz.config import SpecConfig  # noqa: E402
-from specviz.kvcache import compiled_decoder, enable_compiled_decoding  # noqa: E402
+from specviz.kvcache import compiled_decoder, disable_compiled_decoding, enable_compiled_decoding  # noqa: E402
 from specviz.models import ModelPair, PairSpec, compute_dtype  # noqa: E402
 
 CONFIGS = {
@@ -39,6 +44,19 @@ CONFIGS = {
     "draft": ROOT / "assets" / "qwen2.5-coder-0.5b-config.json",
 }
 LAUNCH_BOUND = 0.5  # c above this: the draft is not much cheaper than the target per step
+DRY_RUN_SCALE = dict(
+    hidden_size=128,
+    intermediate_size=256,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    vocab_size=4096,
+)
+BF16_SAME_NOTE = (
+    "same = NO is expected here in bf16: a random model's logits are nearly flat, so a one-token step and a "
+    "verify of several tokens round differently and the argmax flips between near-ties; identity is checked "
+    "in fp32 (phase identity_fp32)"
+)
 
 
 def synthetic_tokenizer(vocab_size: int):
@@ -119,41 +137,111 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="auto",
         help="static cache + CUDA graphs for the one-token steps: auto = when c > 0.5",
     )
+    parser.add_argument(
+        "--budget", type=float, default=230.0, help="seconds; a phase that would start later is skipped"
+    )
     parser.add_argument("--dry-run", action="store_true", help="scaled-down models (a CPU check of this script)")
     return parser.parse_args(argv)
 
 
+class Phases:
+    """Each phase runs even if an earlier one failed; its result and status are written as soon as it ends."""
+
+    def __init__(self, path: Path, budget: float, log):
+        self.path, self.budget, self.log = path, budget, log
+        self.started = time.perf_counter()
+        self.doc: dict = {"phases": {}, "results": {}}
+
+    def run(self, name: str, work) -> dict | None:
+        elapsed = time.perf_counter() - self.started
+        if elapsed > self.budget:
+            self.doc["phases"][name] = {"status": "skipped", "why": f"{elapsed:.0f} s past, budget {self.budget:.0f} s"}
+            self.log(f"== phase {name}: skipped ({elapsed:.0f} s > budget {self.budget:.0f} s)")
+            return self.write()
+        self.log(f"== phase {name} (at {elapsed:.0f} s)")
+        t = time.perf_counter()
+        try:
+            result, extra = work()
+            self.doc["results"][name] = result
+            status = {"status": "ok", **extra}
+        except Exception as error:  # noqa: BLE001 - the next phases still run; the error is recorded
+            traceback.print_exc()
+            result, status = None, {"status": "failed", "error": f"{type(error).__name__}: {error}"[:2000]}
+        status["seconds"] = round(time.perf_counter() - t, 1)
+        self.doc["phases"][name] = status
+        self.log(f"== phase {name}: {status['status']} in {status['seconds']} s")
+        self.write()
+        return result
+
+    def write(self) -> None:
+        self.path.write_text(json.dumps(self.doc, indent=1))
+
+    @property
+    def failed(self) -> list[str]:
+        return [name for name, s in self.doc["phases"].items() if s["status"] == "failed"]
+
+
+def dynamo_counters() -> dict:
+    """dynamo's own counters (graph breaks, recompiles, unique graphs) and its compile times, for the report."""
+    from torch._dynamo.utils import compile_times, counters
+
+    wanted = ("stats", "graph_break", "recompiles", "frames", "inductor")
+    out = {key: dict(counters[key]) for key in wanted if key in counters}
+    out["compile_times"] = compile_times(repr="str")
+    return out
+
+
 def run_compiled(
-    pair: ModelPair, prompts: dict[str, list[str]], settings: BenchSettings, *, eager: dict, c: float, backend: str, log
-) -> dict:
-    """The benchmark again with a static KV cache and CUDA graphs for the one-token steps of both models."""
-    log(
-        "static KV cache + torch.compile (mode reduce-overhead: CUDA graphs) for the draft's and the "
-        "target's one-token steps; compiling ..."
-    )
+    pair: ModelPair, prompts: dict[str, list[str]], settings: BenchSettings, *, eager: dict, backend: str, log
+) -> tuple[dict, dict]:
+    """The benchmark again with a static KV cache and CUDA graphs for the one-token steps of both models.
+
+    Only one-token steps are compiled (max_tokens=1): verifies and prompt passes stay eager, so the
+    compiles are two (one per model), not one per verify width."""
+    log("static KV cache + torch.compile (mode reduce-overhead: CUDA graphs) for one-token steps; compiling ...")
     t = time.perf_counter()
-    for model in (pair.target, pair.draft):
-        enable_compiled_decoding(model, backend=backend)
-    ours = replace(settings, methods=("baseline", "speculative"))
-    # the benchmark's warm-up compiles; a second short run makes sure the graphs are captured
-    run_benchmark(pair, {k: v[:1] for k, v in prompts.items()}, replace(ours, curve_gammas=1, curve_repeats=1), log)
-    log(f"compiled and warm in {time.perf_counter() - t:.1f} s")
-    compiled = run_benchmark(pair, prompts, ours, log)
+    try:
+        for model in (pair.target, pair.draft):
+            enable_compiled_decoding(model, backend=backend, max_tokens=1)
+        ours = replace(settings, methods=("baseline", "speculative"))
+        # the benchmark's warm-up compiles; a second short run makes sure the graphs are captured
+        run_benchmark(pair, {k: v[:1] for k, v in prompts.items()}, replace(ours, curve_gammas=1, curve_repeats=1), log)
+        warm = time.perf_counter() - t
+        log(f"compiled and warm in {warm:.1f} s")
+        compiled = run_benchmark(pair, prompts, ours, log)
+        steps = {role: compiled_decoder(m).steps for role, m in (("target", pair.target), ("draft", pair.draft))}
+    finally:
+        for model in (pair.target, pair.draft):
+            disable_compiled_decoding(model)
     print(format_curve(compiled["verify_curve"]))
     print(format_table(compiled))
-    c2 = describe_costs(compiled, "compiled")
-    steps = {role: compiled_decoder(m).steps for role, m in (("target", pair.target), ("draft", pair.draft))}
+    c, c2 = eager["verify_curve"]["cost_ratio_c"], describe_costs(compiled, "compiled")
     print(
         f"compiled one-token steps taken: {steps}; c {c:.3f} -> {c2:.3f}; baseline "
         f"{eager['overall']['tokens_per_second']['baseline']:.1f} -> "
         f"{compiled['overall']['tokens_per_second']['baseline']:.1f} tok/s"
     )
-    return compiled
+    return compiled, {"compile_and_warm_seconds": round(warm, 1), "compiled_steps": steps, "dynamo": dynamo_counters()}
+
+
+def identity_fp32(device: torch.device, scale: dict | None, prompts, settings: BenchSettings, log) -> tuple[dict, dict]:
+    """Greedy speculative text equals the baseline's: checked in fp32 (TF32 off), where it is meaningful.
+
+    In bf16 a random-weight model's logits are nearly flat: a one-token step and a verify of several
+    tokens round differently, the argmax flips between near-ties, and "same" reads NO without a bug."""
+    matmul_tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        pair = random_pair(device, dtype=torch.float32, scale=scale)
+        doc = run_benchmark(pair, prompts, settings, log)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = matmul_tf32
+    print(format_table(doc))
+    return doc, {"identical": doc["overall"]["identical"]}
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-
     device = torch.device(args.device)
     if device.type == "cuda":
         if not torch.cuda.is_available():
@@ -164,22 +252,10 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     log = lambda message: print(message, flush=True)
-
-    started = time.perf_counter()
-    scale = (
-        dict(
-            hidden_size=128,
-            intermediate_size=256,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            vocab_size=4096,
-        )
-        if args.dry_run
-        else None
-    )
+    phases = Phases(out / f"gpu-check-{device.type}.json", args.budget, log)
+    scale = DRY_RUN_SCALE if args.dry_run else None
     pair = random_pair(device, scale=scale)
-    log(f"random pair built in {time.perf_counter() - started:.1f} s: {pair.names}")
+    log(f"random pair built in {time.perf_counter() - phases.started:.1f} s: {pair.names}")
     prompts = load_prompts(ROOT / "assets" / "prompts.json", args.categories.split(","), args.per_category)
     config = SpecConfig(gamma=4, schedule="auto", gamma_max=8, draft_confidence=0.7, max_new_tokens=args.max_new_tokens)
     settings = BenchSettings(
@@ -189,39 +265,65 @@ def main(argv: list[str] | None = None) -> int:
         curve_repeats=5,
         methods=("baseline", "speculative", "hf_assisted", "hf_matched"),
     )
-    results = {}
-
-    doc = run_benchmark(pair, prompts, settings, log)
-    print(format_curve(doc["verify_curve"]))
-    print(format_table(doc))
-    c = describe_costs(doc, "eager")
-    results["eager"] = doc
-    constant = run_benchmark(
-        pair,
-        prompts,
-        replace(settings, config=replace(config, schedule="constant"), methods=("baseline", "speculative")),
-        log,
-    )
-    print("constant gamma 4 (random weights: acceptance near 0, so this shows the price of each round):")
-    print(format_table(constant))
-    results["eager_constant_gamma4"] = constant
-
-    compile_now = args.compile == "on" or (args.compile == "auto" and c > LAUNCH_BOUND)
-    if args.compile == "auto":
-        verdict = "launch-bound" if c > LAUNCH_BOUND else "not launch-bound"
-        print(f"the draft's step costs {c:.2f} of the target's (threshold {LAUNCH_BOUND}): {verdict}")
-    if compile_now:
+    # the extra eager runs: ours against the baseline, with a short curve (the eager phase measured the full one)
+    short = replace(settings, methods=("baseline", "speculative"), curve_gammas=1, curve_repeats=1)
+    eager = phases.run("eager", lambda: eager_phase(pair, prompts, settings, out))
+    phases.run("eager_constant_gamma4", lambda: constant_phase(pair, prompts, short))
+    phases.run("eager_alternatives", lambda: alternatives_phase(pair, prompts, short))
+    if eager is not None and wants_compile(args.compile, eager["verify_curve"]["cost_ratio_c"]):
         backend = "eager" if args.dry_run and device.type == "cpu" else "inductor"
-        results["compiled"] = run_compiled(pair, prompts, settings, eager=doc, c=c, backend=backend, log=log)
+        compiled = phases.run(
+            "compiled", lambda: run_compiled(pair, prompts, settings, eager=eager, backend=backend, log=log)
+        )
+        if compiled is not None:
+            (out / f"verify_curve_{device.type}.json").write_text(json.dumps(compiled["verify_curve"], indent=1))
     if device.type == "cuda":
         print(f"peak GPU memory: {torch.cuda.max_memory_allocated(device) / 2**30:.2f} GiB")
-    path = out / f"gpu-check-{device.type}.json"
-    path.write_text(json.dumps(results, indent=1))
-    (out / f"verify_curve_{device.type}.json").write_text(
-        json.dumps(results.get("compiled", results["eager"])["verify_curve"], indent=1)
+    pair = None  # the bf16 pair is done with: free its memory before the fp32 one is built
+    fp32 = replace(short, config=replace(config, max_new_tokens=min(args.max_new_tokens, 32)))
+    phases.run("identity_fp32", lambda: identity_fp32(device, scale, prompts, fp32, log))
+    print(
+        f"JSON: {phases.path}  ({time.perf_counter() - phases.started:.0f} s in all); failed: {phases.failed or 'none'}"
     )
-    print(f"JSON: {path}  ({time.perf_counter() - started:.0f} s in all)")
-    return 0
+    return 1 if phases.failed else 0
+
+
+def eager_phase(pair: ModelPair, prompts, settings: BenchSettings, out: Path) -> tuple[dict, dict]:
+    doc = run_benchmark(pair, prompts, settings, print)
+    (out / f"verify_curve_{pair.device.type}.json").write_text(json.dumps(doc["verify_curve"], indent=1))
+    print(format_curve(doc["verify_curve"]))
+    print(format_table(doc))
+    print(BF16_SAME_NOTE)
+    return doc, {"cost_ratio_c": describe_costs(doc, "eager")}
+
+
+def constant_phase(pair: ModelPair, prompts, short: BenchSettings) -> tuple[dict, dict]:
+    """Really gamma 4 every round: the confidence stop is off (random weights never pass 0.7, so with it on
+    every round would draft one token and this would be gamma 1)."""
+    config = replace(short.config, schedule="constant", gamma=4, draft_confidence=0.0)
+    doc = run_benchmark(pair, prompts, replace(short, config=config), print)
+    print("constant gamma 4, confidence stop off (random weights: acceptance near 0, the price of each round):")
+    print(format_table(doc))
+    return doc, {}
+
+
+def alternatives_phase(pair: ModelPair, prompts, short: BenchSettings) -> tuple[dict, dict]:
+    """The token-tree verify (alternatives: other candidates for the last drafted token, one custom 4D mask),
+    eager, in the pair's dtype (bf16 on CUDA): the one path the CPU tests cannot run in bf16 attention."""
+    # constant gamma 2, no confidence stop: every round drafts (the auto schedule drops to plain rounds when
+    # nothing is accepted, as with random weights), so every round verifies a token tree
+    config = replace(short.config, schedule="constant", gamma=2, alternatives=2, draft_confidence=0.0)
+    doc = run_benchmark(pair, prompts, replace(short, config=config), print)
+    print("eager, constant gamma 2 with 2 alternatives (token-tree verify):")
+    print(format_table(doc))
+    return doc, {}
+
+
+def wants_compile(choice: str, c: float) -> bool:
+    if choice == "auto":
+        verdict = "launch-bound" if c > LAUNCH_BOUND else "not launch-bound"
+        print(f"the draft's step costs {c:.2f} of the target's (threshold {LAUNCH_BOUND}): {verdict}")
+    return choice == "on" or (choice == "auto" and c > LAUNCH_BOUND)
 
 
 if __name__ == "__main__":

@@ -1,29 +1,80 @@
 #!/usr/bin/env bash
-# GPU check, for one CUDA GPU (sized for an H200, under 10 minutes), with nothing downloaded:
-#   1. greedy exactness (alternatives included), the lossless chi-square test, the auto schedule, compiled decoding and the
-#      benchmark's own tests, all on CUDA (the tests' tiny pairs moved there by scripts/cuda_plugin.py);
-#   2. the benchmark on random-weight pairs of the built-in pair's sizes (bf16): the verify time against
-#      gamma, the cost ratio c, and, when the draft is launch-bound (c > 0.5), the same with a static
-#      KV cache and CUDA graphs (torch.compile) for the draft's and the baseline's steps.
-# Results: out/gpu-check-cuda.json, out/verify_curve_cuda.json (or under $OUT when that is set).
-# Usage: scripts/gpu_check.sh            (PYTHON=... to use another interpreter than .venv/bin/python)
-set -euo pipefail
+# GPU check, for one CUDA GPU (sized for an H200: one 10-minute command with time to spare), nothing downloaded:
+#   0. the carried wheels (.whl/, filled here by scripts/gpu_wheels.sh) installed with --no-index --no-deps --target
+#      into $GPU_CHECK_SITE, first on PYTHONPATH; scripts/gpu_versions.py then asserts within seconds that
+#      transformers is >= 5.20 with its requirements met and that torch has CUDA (else: stop, say what to do);
+#   1. the benchmark first (scripts/gpu_check.py: the only thing only a GPU can tell), phase by phase;
+#   2. the exactness, lossless (SPECVIZ_LOSSLESS_RUNS per config), auto-schedule, compiled and benchmark tests on
+#      CUDA (scripts/cuda_plugin.py), each under a per-test timeout, with junit XML and durations.
+# Every step runs even if one before it failed; the exit code is the worst one. At most 8 files under $OUT (or out/):
+#   versions.txt  nvidia-smi, python/torch/transformers versions, the wheel install
+#   bench.log, gpu-check-<device>.json (each phase written as it ends), verify_curve_<device>.json
+#   tests.log (with the slowest durations), junit.xml
+#   status.json   each step's exit code and seconds (written after every step)
+# Usage: OUT=... scripts/gpu_check.sh [gpu_check.py's options, e.g. --device cpu --dry-run for a rehearsal]
+#   PYTHON=...                   interpreter (default: .venv/bin/python, else python3: the GPU machine's)
+#   SPECVIZ_LOSSLESS_RUNS=300    runs per config of test_lossless.py::test_first_two_tokens_follow_the_target (own: 2000)
+#   GPU_CHECK_TESTS="..."        the test files (default below); GPU_CHECK_TEST_TIMEOUT=90 seconds per test
+#   GPU_CHECK_BENCH_S=280, GPU_CHECK_TESTS_S=150: the two steps' time limits (worst case in all: about 490 s)
+set -uo pipefail # no -e: a failing step must not stop the others
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
-[ -x "$PY" ] || PY=python3
+[ -x "$PY" ] || PY=python3 # the GPU machine: its python3 holds torch (no .venv travels)
 OUTDIR=${OUT:-out}
+SITE=${GPU_CHECK_SITE:-/tmp/specviz-site}
 mkdir -p "$OUTDIR"
-export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-export PYTHONPATH="scripts:.${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+export SPECVIZ_LOSSLESS_RUNS=${SPECVIZ_LOSSLESS_RUNS:-300}
+DEVICE=cuda
+args=("$@")
+for i in "${!args[@]}"; do [ "${args[$i]}" = --device ] && DEVICE=${args[$((i + 1))]:-cuda}; done
+[ "$DEVICE" = cuda ] || export SPECVIZ_PLUGIN_DEVICE=$DEVICE
+TESTS=${GPU_CHECK_TESTS:-tests/test_engine.py tests/test_alternatives.py tests/test_lossless.py \
+tests/test_auto_schedule.py tests/test_compiled.py tests/test_bench.py}
 
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
-"$PY" -c "import torch, transformers; assert torch.cuda.is_available(), 'no CUDA GPU'; print('torch', torch.__version__, 'CUDA', torch.version.cuda, 'transformers', transformers.__version__)"
+worst=0
+entries=""
+record() { # name rc seconds: status.json rewritten after every step
+  [ "$2" -gt "$worst" ] && worst=$2
+  entries+="${entries:+, }\"$1\": {\"rc\": $2, \"seconds\": $3}"
+  printf '{%s, "worst": %s}\n' "$entries" "$worst" >"$OUTDIR/status.json"
+  echo "== $1: exit $2 after $3 s"
+}
+step() { # name limit log command...
+  local name=$1 limit=$2 log=$3 start=$SECONDS rc
+  shift 3
+  echo "== $name (limit $limit s)"
+  # SIGINT first: pytest then still writes its junit XML and summary, python its finished phases
+  timeout -s INT -k 20 "$limit" "$@" 2>&1 | tee -a "$log"
+  rc=${PIPESTATUS[0]}
+  record "$name" "$rc" $((SECONDS - start))
+  return "$rc"
+}
 
-echo "== 1/2 exactness and losslessness on CUDA (tiny pairs)"
-timeout 330 "$PY" -m pytest -q -p cuda_plugin -p no:cacheprovider \
-  tests/test_engine.py tests/test_alternatives.py tests/test_lossless.py tests/test_auto_schedule.py tests/test_compiled.py \
-  tests/test_bench.py \
-  2>&1 | tee "$OUTDIR/gpu-check-tests.txt"
+{
+  date -u
+  nvidia-smi || echo "nvidia-smi: not available"
+  if compgen -G ".whl/*.whl" >/dev/null; then
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl &&
+      echo "installed into $SITE:" .whl/*.whl
+  else
+    echo "no .whl/ carried: using the interpreter's own packages"
+  fi
+} >"$OUTDIR/versions.txt" 2>&1
+export PYTHONPATH="$SITE:scripts:.${PYTHONPATH:+:$PYTHONPATH}"
+if ! step versions 60 "$OUTDIR/versions.txt" "$PY" scripts/gpu_versions.py --device "$DEVICE"; then
+  echo "gpu_check: wrong versions (see $OUTDIR/versions.txt): nothing else is run" >&2
+  exit "$worst"
+fi
 
-echo "== 2/2 benchmark on random-weight pairs of the built-in sizes"
-timeout 240 "$PY" scripts/gpu_check.py --device cuda --out "$OUTDIR" 2>&1 | tee "$OUTDIR/gpu-check-bench.txt"
+step bench "${GPU_CHECK_BENCH_S:-280}" "$OUTDIR/bench.log" \
+  "$PY" scripts/gpu_check.py --device "$DEVICE" --out "$OUTDIR" --budget $((${GPU_CHECK_BENCH_S:-280} * 3 / 4)) "$@"
+
+timeout_flag=()
+"$PY" -c "import pytest_timeout" 2>/dev/null && timeout_flag=(--timeout "${GPU_CHECK_TEST_TIMEOUT:-90}")
+# shellcheck disable=SC2086
+step tests "${GPU_CHECK_TESTS_S:-150}" "$OUTDIR/tests.log" "$PY" -m pytest -q -p cuda_plugin -p no:cacheprovider \
+  -m "not real and not browser" "${timeout_flag[@]}" --junit-xml "$OUTDIR/junit.xml" --durations 15 $TESTS
+
+echo "gpu_check: done, worst exit code $worst; results in $OUTDIR: $(ls "$OUTDIR" | tr '\n' ' ')"
+exit "$worst"

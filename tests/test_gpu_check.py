@@ -1,47 +1,72 @@
-"""scripts/gpu_check.py, the GPU check's benchmark, run end to end on the CPU with scaled-down random pairs.
+"""The GPU check, rehearsed on the CPU so it works the first time a GPU is lent.
 
-The GPU machine is lent rarely and briefly: this keeps the script from rotting between loans.
+test_gpu_check_script_runs_on_cpu_with_compiled_steps runs the benchmark (scripts/gpu_check.py) end to end
+with scaled-down random pairs; test_rehearsal_imitates_the_device runs scripts/gpu_rehearsal.sh: the whole
+scripts/gpu_check.sh in a venv with the device's transformers 5.17, the carried 5.24 wheel installed as on
+the device. That venv (and the wheel) come from PyPI once, then from a cache: without either, it skips.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
+REHEARSAL_CACHE = Path(os.environ.get("SPECVIZ_REHEARSAL_CACHE", Path.home() / ".cache" / "specviz" / "gpu-rehearsal"))
+PHASES = ["eager", "eager_constant_gamma4", "eager_alternatives", "compiled", "identity_fp32"]
 
 
 def test_gpu_check_script_runs_on_cpu_with_compiled_steps(tmp_path):
-    command = [
-        sys.executable,
-        "scripts/gpu_check.py",
-        "--device",
-        "cpu",
-        "--dry-run",
-        "--compile",
-        "on",
-        "--max-new-tokens",
-        "8",
-        "--per-category",
-        "1",
-        "--curve-gammas",
-        "3",
-        "--out",
-        str(tmp_path),
-    ]
+    command = [sys.executable, "scripts/gpu_check.py", "--device", "cpu", "--dry-run", "--compile", "on"]
+    command += ["--max-new-tokens", "8", "--per-category", "1", "--curve-gammas", "3", "--out", str(tmp_path)]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "Verify-cost curve" in done.stdout and "cost ratio c" in done.stdout
+    assert "constant gamma 4, confidence stop off" in done.stdout and "same = NO is expected" in done.stdout
 
-    results = json.loads((tmp_path / "gpu-check-cpu.json").read_text())
-    assert {"eager", "compiled"} <= set(results)
+    doc = json.loads((tmp_path / "gpu-check-cpu.json").read_text())
+    assert list(doc["phases"]) == PHASES and all(s["status"] == "ok" for s in doc["phases"].values())
+    results = doc["results"]
+    assert list(results) == PHASES
     for label, run in results.items():
         overall = run["overall"]
         assert overall["identical"], label  # greedy: speculative text is the baseline's, compiled or not
         assert overall["new_tokens"]["baseline"] == overall["new_tokens"]["speculative"] == 16
-        curve = run["verify_curve"]
+        assert run["verify_curve"]["cost_ratio_c"] > 0
+    for label in ("eager", "compiled"):
+        curve = results[label]["verify_curve"]
         assert curve["gamma"] == [0, 1, 2, 3] and len(curve["target_seconds"]) == 4
-        assert all(seconds > 0 for seconds in curve["target_seconds"]) and curve["cost_ratio_c"] > 0
+        assert all(seconds > 0 for seconds in curve["target_seconds"])
+    constant, alternatives = results["eager_constant_gamma4"], results["eager_alternatives"]
+    assert constant["settings"]["config"]["draft_confidence"] == 0.0  # the confidence stop would make it gamma 1
+    assert alternatives["settings"]["config"]["alternatives"] == 2
+    for run in (constant, alternatives):  # rounds draft several tokens (fewer only near max_new_tokens)
+        assert run["overall"]["mean_gamma"] > 1
+    compiled = doc["phases"]["compiled"]
+    assert compiled["compiled_steps"]["target"] > 0 and compiled["compiled_steps"]["draft"] > 0
+    assert "compile_times" in compiled["dynamo"] and compiled["compile_and_warm_seconds"] > 0
     assert (tmp_path / "verify_curve_cpu.json").is_file()
+
+
+def test_rehearsal_imitates_the_device(tmp_path):
+    env = dict(os.environ, SPECVIZ_REHEARSAL_CACHE=str(REHEARSAL_CACHE), PROJECT_PYTHON=sys.executable)
+    out = tmp_path / "out"
+    command = ["scripts/gpu_rehearsal.sh", str(out)]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    tail = done.stdout[-4000:] + done.stderr[-3000:]
+    venv_ready = (REHEARSAL_CACHE / "venv-transformers-5.17" / "bin" / "python").exists()
+    wheel_ready = any((ROOT / ".whl").glob("transformers-5.24*.whl"))
+    if done.returncode and not (venv_ready and wheel_ready):
+        pytest.skip(f"the rehearsal's venv or wheel could not be fetched from PyPI:\n{tail[-1500:]}")
+    assert done.returncode == 0, tail
+    assert "refused, as it should" in done.stdout and "gpu_rehearsal: OK" in done.stdout
+    files = sorted(p.name for p in out.rglob("*") if p.is_file())
+    assert len(files) <= 8 and {"status.json", "versions.txt", "junit.xml", "gpu-check-cpu.json"} <= set(files)
+    status = json.loads((out / "status.json").read_text())
+    assert status["worst"] == 0 and list(status) == ["versions", "bench", "tests", "worst"]
+    assert "transformers 5.24" in (out / "versions.txt").read_text()
