@@ -256,9 +256,15 @@ def test_charts_build_from_a_trace(trace):
     speed = charts.speedup_figure(0.8, 4, 0.1, [point])
     assert any(d.name == "measured runs" for d in speed.data)
     assert any(d.name == "optimal γ = 6" for d in speed.data)
-    charts.expected_tokens_figure(0.8, 4, [point])
-    charts.optimal_gamma_map(0.8, 0.1)
-    charts.position_figure(lab.acceptance_by_position([trace]))
+    expected = {d.name: d for d in charts.expected_tokens_figure(0.8, 4, [point]).data}
+    assert {"γ = 1", "γ = 4", "measured runs", "your a, γ"} <= set(expected)
+    assert float(expected["your a, γ"].y[0]) == pytest.approx((1 - 0.8**5) / (1 - 0.8))  # E = (1 - a^(γ+1)) / (1 - a)
+    gamma_map = charts.optimal_gamma_map(0.8, 0.1)
+    assert [d.type for d in gamma_map.data] == ["heatmap", "scatter"] and len(gamma_map.data[0].x) > 1
+    assert float(gamma_map.data[1].x[0]) == pytest.approx(0.8) and float(gamma_map.data[1].y[0]) == pytest.approx(0.1)
+    by_position = lab.acceptance_by_position([trace])
+    bars = charts.position_figure(by_position).data
+    assert len(bars) == 1 and bars[0].type == "bar" and len(bars[0].x) == len(by_position) > 0
 
 
 def test_visible_whitespace():
