@@ -15,7 +15,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 FRAGMENTS = ROOT / "docs" / "design"
 DESIGN = ROOT / "docs" / "DESIGN.md"
-ORDER = ["00-overview.md", "engine.md", "traces.md", "app.md", "security.md", "bench-and-loading.md", "gpu-check.md"]
+ORDER = [
+    "00-overview.md",
+    "engine.md",
+    "traces.md",
+    "app.md",
+    "security.md",
+    "bench-and-loading.md",
+    "testing.md",
+    "gpu-check.md",
+]
 GENERATED = "<!-- Made by scripts/design_doc.py from docs/design/*.md: edit those, then run the script. -->"
 
 

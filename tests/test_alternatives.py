@@ -14,6 +14,7 @@ from specviz.drafters import Draft
 from specviz.engine import autoregressive_generate, run_to_end, speculative_generate
 from specviz.kvcache import CachedModel
 from specviz.lab import round_origins
+from specviz.sampling import acceptance_ratio, residual
 from specviz.tiny import tiny_pair
 from specviz.trace import Trace, trace_from_json
 
@@ -135,13 +136,27 @@ def test_recursive_rejection_sampling_follows_p(alternatives):
     assert 0.5 * float((empirical - p).abs().sum()) < 0.03  # sampling noise alone: about 0.01
 
 
-def test_checking_alternatives_against_p_instead_of_the_residual_is_detected(monkeypatch):
+def _check_alternatives_against_p(p_j, q_j, res, *, alternatives, generator, greedy):
+    """acceptance._check_alternatives with ONE bug: each candidate is kept with min(1, p(c)/q(c)) instead of
+    min(1, r(c)/q(c)). The draft's own check and the residual chain r_m (and so the final fallback) are untouched."""
+    draws, ratios = [], []
+    for m, candidate in enumerate(alternatives):
+        ratios.append(float(acceptance_ratio(p_j[candidate], q_j[candidate])))  # the bug: p_j, not res
+        draws.append(float(torch.rand(1, generator=generator)))
+        if draws[-1] <= ratios[-1]:
+            return m, res, draws, ratios
+        res = residual(res, q_j)
+    return None, res, draws, ratios
+
+
+@pytest.mark.parametrize("alternatives", [1, 3])
+def test_checking_alternatives_against_p_instead_of_the_residual_is_detected(monkeypatch, alternatives):
     g = torch.Generator().manual_seed(1)
     p = torch.softmax(torch.randn(6, generator=g) * 1.5, -1)
     q = torch.softmax(torch.randn(6, generator=g) * 1.5, -1)
-    monkeypatch.setattr(acceptance, "residual", lambda target, proposal: target)  # never shrink what is left of p
-    empirical = _position_distribution(p, q, 3, 6000)
-    assert 0.5 * float((empirical - p).abs().sum()) > 0.05
+    monkeypatch.setattr(acceptance, "_check_alternatives", _check_alternatives_against_p)
+    empirical = _position_distribution(p, q, alternatives, 6000)
+    assert 0.5 * float((empirical - p).abs().sum()) > 0.05  # measured: 0.15 (1 alternative), 0.27 (3)
 
 
 def test_trace_keeps_alternatives(pair, prompt_ids):

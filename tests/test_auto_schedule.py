@@ -27,9 +27,18 @@ def prompt_ids(pair):
 
 @pytest.mark.parametrize("drafter", ["model", "ngram"])
 @pytest.mark.parametrize("confidence", [0.0, 0.3])
-def test_auto_greedy_equals_target_alone(pair, prompt_ids, drafter, confidence):
+def test_auto_greedy_equals_target_alone(pair, prompt_ids, drafter, confidence, monkeypatch):
     config = SpecConfig(schedule="auto", gamma_max=8, draft_confidence=confidence, drafter=drafter, max_new_tokens=48)
+    observed, observe = [], AutoSchedule.observe
+
+    def spy(self, drafted, committed, *args, **kwargs):
+        observed.append((drafted, committed))
+        return observe(self, drafted, committed, *args, **kwargs)
+
+    monkeypatch.setattr(AutoSchedule, "observe", spy)
     rounds, spec = run_to_end(speculative_generate(pair, prompt_ids, config))
+    # The schedule learns from every round, with what the round really drafted and committed.
+    assert observed == [(len(r.drafted), len(r.appended)) for r in rounds]
     _, base = run_to_end(autoregressive_generate(pair, prompt_ids, config))
     assert spec.token_ids == base.token_ids and spec.new_tokens == 48
     assert rounds[0].gamma == 8  # it starts speculating

@@ -176,15 +176,23 @@ def test_job_reports_user_errors_as_one_line():
     assert job.error.startswith("gamma must be between 1 and 32")
 
 
-def test_out_of_memory_is_explained_and_the_cache_released():
+def test_out_of_memory_is_explained_and_the_cache_released(monkeypatch):
+    emptied = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # so release_device_memory reaches empty_cache
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(True))
     oom = torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
     assert describe_error(oom) == OOM_ADVICE
+    assert len(emptied) == 1, "the advice says the memory was released: it must be"
 
     def work(job):
         raise oom
 
     job = start_job("t", work)
     assert job.join(10) and job.state == "failed" and "ran out of memory" in job.error
+    assert len(emptied) == 2  # the job's failure path releases it too
+    assert describe_error(RuntimeError("CUDA error: out of memory")) == OOM_ADVICE and len(emptied) == 3
+    describe_error(ValueError("something else"))
+    assert len(emptied) == 3  # any other error leaves the cache alone
 
 
 def test_unexpected_errors_never_escape_a_job():
@@ -223,7 +231,7 @@ def test_job_reports_the_wait_of_a_run(pair):
         deadline = time.monotonic() + 5
         while job.state != "waiting" and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert job.state == "waiting" and job.waited_seconds >= 0
+        assert job.state == "waiting" and job.waited_seconds >= 0.4  # on_wait reports after each 0.5 s try
     assert job.join(30) and job.state == "done" and job.result.summary.new_tokens == 4
 
 
@@ -248,9 +256,15 @@ def test_charts_build_from_a_trace(trace):
     speed = charts.speedup_figure(0.8, 4, 0.1, [point])
     assert any(d.name == "measured runs" for d in speed.data)
     assert any(d.name == "optimal γ = 6" for d in speed.data)
-    charts.expected_tokens_figure(0.8, 4, [point])
-    charts.optimal_gamma_map(0.8, 0.1)
-    charts.position_figure(lab.acceptance_by_position([trace]))
+    expected = {d.name: d for d in charts.expected_tokens_figure(0.8, 4, [point]).data}
+    assert {"γ = 1", "γ = 4", "measured runs", "your a, γ"} <= set(expected)
+    assert float(expected["your a, γ"].y[0]) == pytest.approx((1 - 0.8**5) / (1 - 0.8))  # E = (1 - a^(γ+1)) / (1 - a)
+    gamma_map = charts.optimal_gamma_map(0.8, 0.1)
+    assert [d.type for d in gamma_map.data] == ["heatmap", "scatter"] and len(gamma_map.data[0].x) > 1
+    assert float(gamma_map.data[1].x[0]) == pytest.approx(0.8) and float(gamma_map.data[1].y[0]) == pytest.approx(0.1)
+    by_position = lab.acceptance_by_position([trace])
+    bars = charts.position_figure(by_position).data
+    assert len(bars) == 1 and bars[0].type == "bar" and len(bars[0].x) == len(by_position) > 0
 
 
 def test_visible_whitespace():

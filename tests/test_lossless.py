@@ -13,6 +13,8 @@ from unequal_widths import PROMPT as UNEQUAL_PROMPT
 from unequal_widths import unequal_pair
 
 import specviz.acceptance as acceptance
+import specviz.drafters as drafters
+import specviz.engine as engine
 from specviz.config import SpecConfig
 from specviz.engine import run_to_end, speculative_generate
 from specviz.lossless import lossless_experiment, next_token_distributions
@@ -178,3 +180,52 @@ def test_alternatives_keep_more_candidates_and_the_exact_rate_matches():
     share = float((samples < 4).double().mean())
     assert share == pytest.approx((1 - rates[k]) * float(left[:4].sum()), abs=0.005)
     assert share == pytest.approx(float(p[:4].sum()), abs=0.005)  # and, as it must, that is p's own mass there
+
+
+def _rejects_with(pair, config: SpecConfig, monkeypatch, target, name, broken) -> None:
+    exact = exact_joint(pair, config)
+    monkeypatch.setattr(target, name, broken)
+    counts = empirical_joint(pair, config, RUNS)
+    rejects, statistic, critical = chi_square_rejects(exact, counts, RUNS)
+    assert rejects, f"the broken variant passed: chi-square {statistic:.1f} <= {critical:.1f}"
+
+
+def test_ngram_keeping_the_rejected_lookup_token_is_detected(pair, monkeypatch):
+    """The n-gram's q is a point mass on d, so after a rejection the residual is p without d. The bug: draw from p,
+    where d can come back. Only the n-gram path meets this residual in this configuration (no draft model)."""
+    _rejects_with(pair, CONFIGS["n-gram drafter"], monkeypatch, acceptance, "residual", lambda p, q: p)
+
+
+def test_lookahead_recording_a_stale_q_row_is_detected(pair, monkeypatch):
+    """With lookahead a token after a right guess is drawn from the next row of the same forward. The bug: record
+    the row before it as its q (the row the guess was conditioned on), so verification divides by the wrong q."""
+    propose = drafters.ModelDrafter.propose
+    used = []
+
+    def stale(self, *args, **kwargs):
+        draft = propose(self, *args, **kwargs)
+        if not any(draft.from_lookahead):
+            return draft
+        used.append(True)
+        q = draft.q.clone()
+        for i, guessed in enumerate(draft.from_lookahead):
+            if guessed:
+                q[i] = q[i - 1]
+        return drafters.Draft(draft.ids, q, draft.forwards, draft.from_lookahead)
+
+    _rejects_with(pair, CONFIGS["model drafter with lookahead"], monkeypatch, drafters.ModelDrafter, "propose", stale)
+    assert used, "no token ever came from a lookahead row: the control proves nothing"
+
+
+@pytest.mark.parametrize(
+    "name, dropped",
+    [("temperature 0.7, top-k 4", {"temperature": 1.0}), ("temperature 0.7, top-k 4", {"top_k": 0})]
+    + [("top-p 0.8", {"top_p": 1.0})],
+    ids=["temperature", "top-k", "top-p"],
+)
+def test_engine_ignoring_a_sampling_setting_is_detected(pair, monkeypatch, name, dropped):
+    """The engine transforms p and q with a setting left out: the same chi-square, with the expected joint under the
+    full transform, must reject. (tests/test_sampling.py checks the transform itself against a computation by hand.)"""
+    config = CONFIGS[name]
+    partial = build_warpers(SpecConfig(**{**config.to_dict(), **dropped}))
+    _rejects_with(pair, config, monkeypatch, engine, "build_warpers", lambda _config: partial)
