@@ -19,20 +19,16 @@ import torch
 
 from . import builtin
 from .errors import ModelLoadError
-from .fastpath import prepack_linears, quantize_draft  # noqa: F401 - quantize_draft: importable from here too
+from .fastpath import prepack_linears, quantize_draft
 from .prefetch import prefetch_files
 from .progress import Progress, relay_tqdm, scaled
-from .sources import (  # noqa: F401 - the loading API, importable from models as before
+from .sources import (
     BUILTIN,
     TRUST_REMOTE_CODE_ENV,
     Source,
     call_pretrained,
-    damaged_weights_error,
-    first_line,
     load_config,
     load_tokenizer,
-    not_found_error,
-    remote_code_error,
     resolve_source,
 )
 

@@ -196,7 +196,7 @@ def test_damaged_safetensors_in_a_local_model_is_one_line(tmp_path, local_pair):
 
 
 def test_damaged_builtin_cache_says_to_prepare_again(tmp_path):
-    from specviz.models import Source, call_pretrained, damaged_weights_error
+    from specviz.sources import Source, call_pretrained, damaged_weights_error
 
     builtin_source = Source("draft", "builtin", "builtin", str(tmp_path), "the draft")
     assert "delete that folder and run python -m specviz prepare" in str(

@@ -6,8 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from specviz.fastpath import PrepackedLinear, is_prepacked, prepack_available, prepack_linears
-from specviz.models import quantize_draft
+from specviz.fastpath import PrepackedLinear, is_prepacked, prepack_available, prepack_linears, quantize_draft
 from specviz.tiny import tiny_model
 
 pytestmark = pytest.mark.skipif(not prepack_available(), reason="this torch has no oneDNN linear ops")
