@@ -76,3 +76,5 @@ if not state.busy and not state.result:
     st.info("Choose what to compare and press **Run the batch**.")
 elif state.result and not state.busy:
     ui.lab_results(PAGE, state.result)
+
+ui.experiments_section(PAGE)

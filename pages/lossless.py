@@ -64,3 +64,5 @@ elif state.result is not None and not state.busy:
     ui.lossless_results(
         PAGE, state.result, n=choice.n, seed=choice.seed, broken=choice.broken, alternatives=choice.alternatives
     )
+
+ui.experiments_section(PAGE)

@@ -49,3 +49,5 @@ if not state.busy:
         st.info("Press **Start the race** to run both methods on the prompt above.")
     else:
         ui.show_race(PAGE, trace)
+
+ui.experiments_section(PAGE)

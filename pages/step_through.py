@@ -38,6 +38,7 @@ with formulas:
         "and the replacement is that top token."
     )
     ui.legend()
+    ui.ten_minute_path()
 
 settings = ui.settings()
 form = st.container(border=True)
@@ -75,3 +76,5 @@ if not state.busy:
         )
     else:
         ui.show_trace(PAGE, trace, label)
+
+ui.experiments_section(PAGE)

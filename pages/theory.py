@@ -88,3 +88,5 @@ with right:
 
 ui.measured_section(curve, damaged, c_measured)
 ui.runs_section(a, g, c, curve)
+
+ui.experiments_section(PAGE)

@@ -3,6 +3,7 @@
 The ui package renders these strings with st.html / st.markdown; tests call them directly.
 """
 
+from .advice import slow_run_markdown
 from .base import (
     MAX_CELLS,
     MAX_CHIPS,
@@ -59,6 +60,7 @@ __all__ = [
     "plain_text_html",
     "round_chips_html",
     "round_head_html",
+    "slow_run_markdown",
     "stopped_message",
     "text_html",
     "trace_caption",

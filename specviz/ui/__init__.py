@@ -5,7 +5,9 @@ State: one PageState per page (`page_state`), one Shared slot (`shared`), widget
 The HTML and the words come from specviz.markup (pure, escaped, capped).
 """
 
+from .advice import slow_run_note
 from .curves import measured_section, runs_section, use_measured_c
+from .experiments import experiments_section, ten_minute_path
 from .files import curves_dir, inject_css, load_prompts, recorded_traces, trace_download, trace_upload, verify_curves
 from .pair import pair_loader, require_pair
 from .prompt import prompt_picker
@@ -36,6 +38,7 @@ __all__ = [
     "adopt_race",
     "adopt_trace",
     "curves_dir",
+    "experiments_section",
     "history",
     "inject_css",
     "key",
@@ -70,7 +73,9 @@ __all__ = [
     "show_race",
     "show_trace",
     "sidebar",
+    "slow_run_note",
     "summary_metrics",
+    "ten_minute_path",
     "trace_download",
     "trace_to_show",
     "trace_upload",

@@ -10,6 +10,7 @@ from .. import charts, lab, markup
 from ..jobs import Job
 from ..runs import speedup
 from ..trace import RoundEvent, TokenEvent, Trace, decode_rate
+from .advice import slow_run_note
 from .files import recorded_traces, trace_download, trace_upload
 from .safe import safe
 from .state import adopt_trace, key, page_state, shared
@@ -210,6 +211,7 @@ def show_race(page: str, trace: Trace) -> None:
     stopped_note(trace)
     _identity(trace)
     race_replay(page, trace)
+    slow_run_note(page, trace)
     st.subheader("Where the time goes")
     g1, g2 = st.columns([3, 2], gap="large")
     with g1:

@@ -166,9 +166,13 @@ def run_section(
         disabled=state.busy or button.disabled,
         width="stretch",
     )
+    if state.autorun and not state.busy:  # a suggested rerun or an experiment set the settings and pressed Run
+        state.autorun, clicked = False, True
     if clicked:
         with errors:
-            launch(page, settings, work, prompt=prompt, answer=answer, batch=batch)
+            launched = launch(page, settings, work, prompt=prompt, answer=answer, batch=batch)
+        if launched and state.experiment is not None and state.experiment_job is None:
+            state.experiment_job = state.job
     if state.error:
         errors.error(state.error)
     if state.busy:

@@ -53,6 +53,9 @@ class PageState:
     upload_id: str | None = None  # the uploaded file already read (parsed once, not on every rerun)
     upload_error: str | None = None  # why that file was refused, shown while it stays in the uploader
     recorded_shown: str | None = None
+    autorun: bool = False  # a button (a suggested rerun, an experiment) asked for a run: run_section starts it
+    experiment: str | None = None  # the guided experiment last started on this page (specviz/experiments.py)
+    experiment_job: Job | None = None  # the run it started (its answer shows once this has finished)
 
     @property
     def busy(self) -> bool:

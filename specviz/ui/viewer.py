@@ -13,6 +13,7 @@ from ..config import SpecConfig
 from ..jobs import Job
 from ..runs import speedup
 from ..trace import RoundEvent, TokenEvent, Trace
+from .advice import slow_run_note
 from .files import recorded_traces, trace_download
 from .safe import safe
 from .state import adopt_trace, key, page_state, remember
@@ -236,6 +237,7 @@ def show_trace(page: str, trace: Trace, label: str) -> None:
     st.caption(markup.trace_caption(trace))
     stopped_note(trace)
     summary_metrics(trace)
+    slow_run_note(page, trace)
     trace_viewer(page, trace)
     with st.expander("The final text"):
         st.text(markup.clip(trace.summary.text, markup.MAX_PROMPT_SHOWN * 5))

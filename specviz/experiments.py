@@ -1,0 +1,280 @@
+"""Guided experiments: a question a learner answers by doing one thing, as data (docs/DESIGN.md, "Guided experiments").
+
+An Experiment names its page, the widget values its button sets (session-state keys: "cfg.<name>" for the sidebar,
+"<page>.<name>" for the page's own widgets), whether the button also starts the page's run, what to look for once
+it has run, and why. A page adds experiments by adding an entry to EXPERIMENTS; the ten-minute path (PATH) is an
+ordered list of experiment ids across pages. The observations were checked on the built-in pair (the numbers
+quoted are from the recorded runs in assets/ or from docs/DESIGN.md, "Guided experiments").
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+PROMPTS_FILE = Path(__file__).resolve().parent.parent / "assets" / "prompts.json"
+PAGE_FILES = {
+    "step": "pages/step_through.py",
+    "race": "pages/race.py",
+    "theory": "pages/theory.py",
+    "lab": "pages/acceptance_lab.py",
+    "lossless": "pages/lossless.py",
+}
+PAGE_TITLES = {
+    "step": "Step through",
+    "race": "Race",
+    "theory": "Theory",
+    "lab": "Acceptance lab",
+    "lossless": "Lossless",
+}
+
+
+def _example(category: str, index: int = 0) -> str:
+    """An example prompt of assets/prompts.json, so that an experiment's prompt is one the picker offers."""
+    return json.loads(PROMPTS_FILE.read_text(encoding="utf-8"))[category][index]
+
+
+CODE = _example("code")
+PROSE = _example("prose")
+RENAME = _example("repetition")
+GREEDY_DEFAULTS = (
+    ("cfg.gamma", 5),
+    ("cfg.schedule", "constant"),
+    ("cfg.temperature", 0.0),
+    ("cfg.drafter", "model"),
+    ("cfg.lookahead", 0),
+    ("cfg.alternatives", 0),
+    ("cfg.confidence", 0.0),
+)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    id: str  # unique; the button's key is "<page>.exp_<id>"
+    page: str  # a key of PAGE_FILES
+    question: str
+    settings: tuple[tuple[str, object], ...]  # (session-state key, value) pairs the button sets
+    observe: str  # what the learner should see, revealed once the experiment has run
+    reason: str  # why
+    run: bool = True  # the button also starts the page's run (False: the page reacts to the settings at once)
+
+    @property
+    def values(self) -> dict[str, object]:
+        return dict(self.settings)
+
+
+def _with(base: tuple[tuple[str, object], ...], **changes: object) -> tuple[tuple[str, object], ...]:
+    """base with sidebar settings changed: `_with(GREEDY_DEFAULTS, temperature=1.2)`."""
+    found = dict(base)
+    found.update({f"cfg.{name}": value for name, value in changes.items()})
+    return tuple(found.items())
+
+
+STEP = (
+    Experiment(
+        "prose_defaults",
+        "step",
+        "Run a prose prompt at the sidebar's defaults (γ 5, greedy): how many drafted tokens are kept, and does it "
+        "beat plain decoding?",
+        _with(GREEDY_DEFAULTS) + (("step.prompt", PROSE), ("step.baseline", True)),
+        "Far fewer drafts are kept than on code (the recorded code run keeps 57%): most rounds end with a rejection "
+        "in the first positions, and the speed-up is small or below 1×, in which case the page explains why.",
+        "The 0.5B draft agrees with the 1.5B target on the obvious next token of code, but prose has many good next "
+        "words and the two models pick different ones; every rejected guess is a draft forward wasted.",
+    ),
+    Experiment(
+        "temperature",
+        "step",
+        "Set the temperature to 1.2 on a code prompt: what happens to the acceptance rate, and why?",
+        _with(GREEDY_DEFAULTS, temperature=1.2) + (("step.prompt", CODE), ("step.baseline", True)),
+        "The acceptance rate drops below the greedy code run's (57% recorded): more chips are red, and "
+        "rejections are followed by a token drawn from the residual (↻).",
+        "With sampling a guess d ~ q is kept with probability min(1, p(d)/q(d)), so the expected acceptance is "
+        "Σ min(p, q) = 1 − TV(p, q). Heat flattens both distributions; the draft then proposes tokens from its "
+        "tail, where it and the target disagree, while in greedy mode only the two top tokens must agree.",
+    ),
+    Experiment(
+        "ngram_rename",
+        "step",
+        "Switch to the n-gram drafter on a task that repeats the prompt (a rename): where are whole drafts kept?",
+        _with(GREEDY_DEFAULTS, drafter="ngram") + (("step.prompt", RENAME), ("step.baseline", True)),
+        "Rounds inside the copied code keep the whole draft and add a bonus token (★); rounds where the answer "
+        "leaves the prompt (the renamed variable, the end) draft nothing or are rejected at once.",
+        "The n-gram drafter copies what followed the last occurrence of the current words: no model, no cost, "
+        "and right exactly where the answer repeats its prompt.",
+    ),
+)
+
+RACE = (
+    Experiment(
+        "identical",
+        "race",
+        "Race in greedy mode: are the two texts the same, token for token?",
+        _with(GREEDY_DEFAULTS) + (("race.prompt", CODE),),
+        "The identity check is green: both lanes write the same tokens, only at different times.",
+        "In greedy mode a guess is kept only if it is the target's top token, and a rejection is replaced by that "
+        "top token: every token is the one plain decoding would have written.",
+    ),
+    Experiment(
+        "prose_long",
+        "race",
+        "Race a prose prompt with a long draft (γ 8): who wins?",
+        _with(GREEDY_DEFAULTS, gamma=8) + (("race.prompt", PROSE),),
+        "Plain decoding keeps up or wins: the speed-up is near or below 1×, and a slow run comes with its "
+        "explanation and a suggested rerun.",
+        "A round drafts 8 tokens (8·c ≈ 1.3 target steps on this CPU) and keeps few of them; on the Theory "
+        "page γ 8 needs an acceptance of about 0.6 to pay with the measured times.",
+    ),
+    Experiment(
+        "rename_auto",
+        "race",
+        "Race the rename task with the auto schedule and 8 lookup guesses per draft pass: how large is the speed-up?",
+        _with(GREEDY_DEFAULTS, schedule="auto", lookahead=8) + (("race.prompt", RENAME),),
+        "Speculation wins by far (the recorded run: 4.0×): long stretches appear in the speculative lane a "
+        "round at a time.",
+        "The answer copies the prompt, so prompt lookup guesses long runs right, the draft agrees with it at the "
+        "cost of one pass, and the auto schedule drafts long while the draft is confident.",
+    ),
+)
+
+THEORY = (
+    Experiment(
+        "gamma8_threshold",
+        "theory",
+        "At what acceptance rate does γ 8 stop paying on this CPU?",
+        (("theory.g", 8), ("theory.c", 0.16), ("theory.a", 0.61)),
+        "At a = 0.61 the speed-up with the measured times is about 1.0×; below it γ 8 loses (the formula, "
+        "which assumes a verify costs one step, already breaks even at a = 0.57).",
+        "Eight drafts cost 8·c = 1.3 target steps per round, and the verify pass of 9 tokens costs more than one "
+        "step on a CPU; only a round that keeps most of its guesses earns that back.",
+        run=False,
+    ),
+    Experiment(
+        "cheap_draft",
+        "theory",
+        "A cheap, accurate draft (a = 0.9, c = 0.05): what is the best γ?",
+        (("theory.a", 0.9), ("theory.c", 0.05), ("theory.g", 13)),
+        "The optimal γ is 13, for a speed-up of about 4.7×.",
+        "When a draft token costs little and is usually right, each extra guess still adds expected tokens "
+        "(a^γ shrinks slowly at a = 0.9) for a small cost; the optimum moves out.",
+        run=False,
+    ),
+    Experiment(
+        "prose_gamma",
+        "theory",
+        "With a prose-like acceptance (a = 0.6) and this CPU's c: does a longer draft help?",
+        (("theory.a", 0.6), ("theory.c", 0.16), ("theory.g", 8)),
+        "No: γ 8 gives less than the optimal γ of 2 (3 with the measured times), about 1.5× at best.",
+        "At a = 0.6 a draft of γ tokens is fully accepted with probability 0.6^γ: guesses after the first few "
+        "are almost always thrown away, but each still costs c.",
+        run=False,
+    ),
+)
+
+LAB = (
+    Experiment(
+        "lab_temperature",
+        "lab",
+        "Greedy against temperature 1.0, on code and on prose: which keeps more drafts?",
+        (
+            ("lab.categories", ["code", "prose"]),
+            ("lab.per", 1),
+            ("lab.temps", [0.0, 1.0]),
+            ("lab.drafters", ["model"]),
+            ("lab.schedules", ["constant"]),
+        ),
+        "In the By temperature tab greedy keeps more than temperature 1.0, and code more than prose at "
+        "either temperature.",
+        "Greedy needs only the two top tokens to agree; sampling keeps a guess with probability min(1, p/q), "
+        "whose mean is the overlap Σ min(p, q), smaller once the tails count.",
+    ),
+    Experiment(
+        "lab_ngram",
+        "lab",
+        "The n-gram drafter against the draft model, on repetition and on prose: where does copying win?",
+        (
+            ("lab.categories", ["repetition", "prose"]),
+            ("lab.per", 1),
+            ("lab.temps", [0.0]),
+            ("lab.drafters", ["model", "ngram"]),
+            ("lab.schedules", ["constant"]),
+        ),
+        "On the repetition prompt the n-gram drafter's guesses are often kept; on prose it finds little to copy "
+        "and proposes few tokens, most of them rejected.",
+        "Prompt lookup can only guess text that already occurred; a rename or a spelling fix repeats its prompt, "
+        "prose does not.",
+    ),
+    Experiment(
+        "lab_position",
+        "lab",
+        "Along a draft of γ 5: which position is accepted most often?",
+        (
+            ("lab.categories", ["code", "prose", "translation", "repetition", "math"]),
+            ("lab.per", 1),
+            ("lab.temps", [0.0]),
+            ("lab.drafters", ["model"]),
+            ("lab.schedules", ["constant"]),
+            ("cfg.gamma", 5),
+        ),
+        "The By draft position tab shows no steady fall: counting only checked tokens, later positions are "
+        "accepted about as often as the first, or more (inside a phrase the draft has started right).",
+        "The theory assumes one rate a for every position. Real drafts are conditioned on the guesses before "
+        "them: a guess is checked only if all before it were kept, and those rounds are the predictable ones.",
+    ),
+)
+
+LOSSLESS = (
+    Experiment(
+        "broken",
+        "lossless",
+        "Turn on Break the algorithm: which bar moves, and why does the residual fix it?",
+        (("lossless.broken", True),),
+        "TV(speculative, p) jumps far above the noise floor (TV of direct samples), towards TV(draft alone, p): "
+        "the speculative bars move from p's towards q's.",
+        "Redrawing from q after a rejection gives q's shape a second time, so the tokens the draft over-weights "
+        "come out too often. The residual norm(max(0, p − q)) adds exactly the mass the accepted draws miss: "
+        "min(p, q) + (p − q)⁺ = p.",
+        run=False,
+    ),
+    Experiment(
+        "few_samples",
+        "lossless",
+        "Draw only 1,000 samples: is the speculative histogram still as close to p as direct samples are?",
+        (("lossless.n", 1_000), ("lossless.broken", False)),
+        "Both distances grow (the noise floor rises with fewer samples), and they stay about equal.",
+        "The speculative samples follow p exactly, so they are exactly as noisy as direct samples of p: "
+        "TV of n samples shrinks like 1/√n for both.",
+        run=False,
+    ),
+    Experiment(
+        "alternatives",
+        "lossless",
+        "Allow 2 alternatives after a rejection: does the chance that a draft token is kept go up, and is the "
+        "result still p?",
+        (("lossless.alternatives", 2), ("lossless.broken", False)),
+        "P(kept) is above P(accept), and TV(speculative, p) stays at the noise floor.",
+        "Each further candidate c ~ q is kept with probability min(1, r(c)/q(c)), r what the rejections left of "
+        "p: the same step with r in place of p, so the argument that makes one step exact holds again.",
+        run=False,
+    ),
+)
+
+EXPERIMENTS: tuple[Experiment, ...] = STEP + RACE + THEORY + LAB + LOSSLESS
+PATH: tuple[str, ...] = (
+    "prose_defaults",
+    "temperature",
+    "identical",
+    "rename_auto",
+    "gamma8_threshold",
+    "lab_ngram",
+    "broken",
+)  # the ten-minute path through the app, in order
+
+
+def for_page(page: str) -> tuple[Experiment, ...]:
+    return tuple(e for e in EXPERIMENTS if e.page == page)
+
+
+def by_id(experiment_id: str) -> Experiment:
+    return next(e for e in EXPERIMENTS if e.id == experiment_id)

@@ -1,0 +1,36 @@
+"""A slow run's explanation in words (markdown), from advice.SlowRun: the run's own numbers, the formula, the fix."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .base import md_fmt
+
+if TYPE_CHECKING:  # the words need only its fields; markup imports no engine code
+    from ..advice import SlowRun
+
+
+def slow_run_markdown(slow: SlowRun) -> str:
+    """Why this run was slower than plain decoding, in four short paragraphs; every number is the run's own."""
+    f = md_fmt
+    gap = (
+        f"the rest of the gap to the measured {f(slow.measured, '.2f')}× is time outside the formula "
+        "(bookkeeping, the caches' roll-back)"
+        if slow.with_verify > slow.measured
+        else f"the measured {f(slow.measured, '.2f')}× is no better"
+    )
+    return "\n\n".join(
+        [
+            f"**Why was this run slower than plain decoding ({f(slow.measured, '.2f')}×)?**",
+            f"**Acceptance.** {f(slow.acceptance_rate * 100, '.0f')}% of the drafted tokens were kept: with "
+            f"γ ≈ {f(slow.gamma, '.1f')} drafted per round, a round committed {f(slow.tokens_per_round, '.2f')} "
+            f"tokens (a per-token acceptance a ≈ {f(slow.a, '.2f')}, the value that explains that prefix).",
+            f"**Costs.** One draft forward cost c = {f(slow.c, '.2f')} of a plain target step, so a round's "
+            f"drafting cost γ·c = {f(slow.gamma * slow.c, '.2f')} steps; one verify pass cost "
+            f"{f(slow.verify_steps, '.2f')} steps (Leviathan et al. assume 1).",
+            f"**The formula.** (1 − a^(γ+1)) / ((1 − a)(γc + 1)) predicts {f(slow.formula, '.2f')}×; with the "
+            f"measured verify cost in place of the 1, {f(slow.with_verify, '.2f')}×; {gap}. "
+            f"With these costs the best γ is {slow.best_gamma}, at {f(slow.best_with_verify, '.2f')}×.",
+            f"**What would help:** {slow.suggestion.why}.",
+        ]
+    )

@@ -1,0 +1,75 @@
+"""Guided experiments on a page (the data: specviz/experiments.py), and the ten-minute path on the home page.
+
+Each experiment: its question, one button that sets its settings (and starts the page's run where it has one),
+and, once that run has finished, what to look for and why (docs/DESIGN.md, "Guided experiments").
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from .. import experiments
+from ..experiments import Experiment
+from .advice import apply_settings
+from .state import key, page_state
+
+
+def start_experiment(experiment: Experiment) -> None:
+    """The button's on_click: set the experiment's settings, and ask for the page's run."""
+    state = page_state(experiment.page)
+    state.experiment, state.experiment_job = experiment.id, None
+    apply_settings(experiment.page, experiment.values, run=experiment.run)
+
+
+def revealed(experiment: Experiment) -> bool:
+    """Whether the answer shows: the experiment was started here, and its run (if it has one) has finished."""
+    state = page_state(experiment.page)
+    if state.experiment != experiment.id:
+        return False
+    if not experiment.run:
+        return True
+    job = state.experiment_job
+    return job is not None and job.finished and job.state != "failed"
+
+
+def _experiment(experiment: Experiment, number: int) -> None:
+    question, button = st.columns([5, 1.3], vertical_alignment="center")
+    question.markdown(f"**{number}.** {experiment.question}")
+    button.button(
+        "Try it" if experiment.run else "Set it",
+        icon=":material/play_arrow:" if experiment.run else ":material/tune:",
+        key=key(experiment.page, f"exp_{experiment.id}"),
+        on_click=start_experiment,
+        args=(experiment,),
+        width="stretch",
+        help="Sets the settings this experiment needs" + (" and starts the run." if experiment.run else "."),
+    )
+    if revealed(experiment):
+        st.success(f"**What you should see.** {experiment.observe}\n\n**Why.** {experiment.reason}")
+    elif page_state(experiment.page).experiment == experiment.id:
+        st.caption("Running… what to look for appears here when the run has finished.")
+
+
+def experiments_section(page: str) -> None:
+    """The page's guided experiments, in an expander that stays open while one of them is under way."""
+    found = experiments.for_page(page)
+    if not found:
+        return
+    active = page_state(page).experiment is not None
+    with st.expander(f"Guided experiments: {len(found)} questions to answer by doing one thing", expanded=active):
+        for number, experiment in enumerate(found, start=1):
+            _experiment(experiment, number)
+
+
+def ten_minute_path() -> None:
+    """The ordered path through the whole app, each step a link to its page (the home page shows it)."""
+    with st.expander("Ten minutes? Follow this path through the app", icon=":material/route:"):
+        for number, experiment_id in enumerate(experiments.PATH, start=1):
+            experiment = experiments.by_id(experiment_id)
+            title = experiments.PAGE_TITLES[experiment.page]
+            st.page_link(
+                experiments.PAGE_FILES[experiment.page],
+                label=f"{number}. {title}: {experiment.question}",
+                icon=":material/arrow_forward:",
+            )
+        st.caption("On each page, open Guided experiments and press the question's button.")

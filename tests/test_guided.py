@@ -1,0 +1,105 @@
+"""Guided experiments and the slow-run explanation through AppTest, on the tiny random pair (SPECVIZ_PAIR=tiny).
+
+Each experiment's button must leave exactly its settings in session state (and start the page's run where it has
+one); a recorded run slower than plain decoding must carry its explanation and a rerun that applies the suggestion.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from specviz import advice, experiments
+from specviz.trace import load_trace
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+SLOW_TRACE = ROOT / "tests" / "data" / "tiny_trace.json"  # the tiny pair's run: slower than plain decoding
+
+FIELDS = {"confidence": "draft_confidence", "ngram": "ngram_size"}  # sidebar name -> SpecConfig field where they differ
+
+
+def start(monkeypatch, traces: Path) -> AppTest:
+    monkeypatch.setenv("SPECVIZ_PAIR", "tiny")
+    monkeypatch.setenv("SPECVIZ_TRACES_DIR", str(traces))
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def finish(at: AppTest, page: str) -> None:
+    job = at.session_state[f"state.{page}"].job
+    assert job is not None, f"no run started on {page}"
+    assert job.join(180), f"the {page} run did not finish"
+    at.run()
+    assert not at.exception, at.exception
+    assert job.state == "done", job.error
+
+
+def markdown_of(at: AppTest) -> str:
+    return "\n".join(m.value for m in at.markdown)
+
+
+def test_a_slow_recorded_run_carries_its_explanation_and_the_suggested_rerun(monkeypatch, tmp_path):
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    shutil.copy(SLOW_TRACE, traces / "slow.json")
+    slow = advice.explain_slow(load_trace(SLOW_TRACE))
+    assert slow is not None and slow.measured < 1
+    at = start(monkeypatch, traces)
+    words = markdown_of(at)
+    assert "Why was this run slower than plain decoding" in words
+    assert f"({slow.measured:.2f}×)" in words and f"c = {slow.c:.2f}" in words
+    assert f"predicts {slow.formula:.2f}×" in words and slow.suggestion.why in words
+    button = at.button(key="step.suggested_rerun")
+    assert button.label == slow.suggestion.label
+    button.click().run()
+    assert not at.exception, at.exception
+    for name, value in slow.suggestion.settings:
+        assert at.session_state[f"cfg.{name}"] == value
+    trace = load_trace(SLOW_TRACE)
+    assert (
+        at.session_state["step.prompt"] == trace.prompt and at.session_state["cfg.gamma_max"] == trace.config.gamma_max
+    )
+    finish(at, "step")
+    rerun = at.session_state["state.step"].trace
+    assert rerun.prompt == trace.prompt and rerun.baseline_summary is not None
+    for name, value in slow.suggestion.settings:
+        assert getattr(rerun.config, FIELDS.get(name, name)) == value
+
+
+def test_a_fast_run_has_no_slow_explanation(monkeypatch, tmp_path):
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    shutil.copy(ROOT / "assets" / "traces" / "1_code_greedy.json", traces / "fast.json")
+    at = start(monkeypatch, traces)
+    assert "Why was this run slower" not in markdown_of(at)
+    assert not [b for b in at.button if b.key == "step.suggested_rerun"]
+
+
+@pytest.mark.parametrize("experiment", experiments.EXPERIMENTS, ids=lambda e: f"{e.page}-{e.id}")
+def test_each_experiment_button_sets_its_settings(monkeypatch, tmp_path, experiment):
+    at = start(monkeypatch, tmp_path / "no-traces")
+    at.switch_page(experiments.PAGE_FILES[experiment.page]).run()
+    assert not at.exception, at.exception
+    assert experiment.observe not in markdown_of(at) + "".join(s.value for s in at.success)
+    at.button(key=f"{experiment.page}.exp_{experiment.id}").click().run()
+    assert not at.exception, at.exception
+    for name, value in experiment.settings:
+        assert at.session_state[name] == value, name
+    state = at.session_state[f"state.{experiment.page}"]
+    assert state.experiment == experiment.id
+    if experiment.run:
+        assert state.experiment_job is not None and state.experiment_job is state.job
+        finish(at, experiment.page)
+        runs = [state.trace] if experiment.page in ("step", "race") else [r.trace for r in state.result]
+        for trace in runs:  # the run itself used the sidebar's settings the button set
+            for name, value in experiment.settings:
+                if name.startswith("cfg."):
+                    assert getattr(trace.config, FIELDS.get(name[4:], name[4:])) == value, name
+    answers = "".join(s.value for s in at.success)
+    assert experiment.observe in answers and experiment.reason in answers
