@@ -165,6 +165,12 @@ def trace_from_json(text: str | bytes) -> Trace:
         data = check.parse_json(text)
     except check.Refused as exc:
         raise TraceError(str(exc)) from None
+    return trace_from_data(data)
+
+
+def trace_from_data(data: Any) -> Trace:
+    """A trace from parsed JSON (check.parse_json's bounds already applied, e.g. to a file that holds several
+    traces): the same checks as trace_from_json."""
     if not isinstance(data, dict) or data.get("format") != TRACE_FORMAT:
         raise TraceError('not a specviz trace: the file has no "format": "specviz-trace" field')
     if type(data.get("version")) is not int or data["version"] != TRACE_VERSION:  # true == 1.0 == 1 in Python

@@ -1,0 +1,96 @@
+"""Record what the Acceptance lab, the Lossless page and the guided experiments open on or are checked against,
+on the built-in pair: assets/lab/batch.json, assets/lossless/prose.json, assets/experiments/<id>.json.
+
+Usage: flock /tmp/specviz-real.lock .venv/bin/python -m scripts.record_assets [lab] [lossless] [experiments]
+(after python -m specviz prepare; a few minutes on a CPU; with names, only those parts).
+The experiments' runs are the guided experiments of the Step through and Race pages with the sidebar's defaults
+(32 new tokens, chat template), each with plain decoding timed; tests/test_experiments.py checks the experiments'
+observations against them (docs/DESIGN.md, "Guided experiments").
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from specviz import experiments, lab
+from specviz.bench.environment import device_name
+from specviz.config import SpecConfig
+from specviz.lossless import next_token_distributions
+from specviz.models import PairSpec, load_pair
+from specviz.recorded import Recorded, lab_to_json, lossless_to_json, recorded_line
+from specviz.runs import run_trace, speedup
+from specviz.trace import save_trace
+
+ROOT = Path(__file__).resolve().parent.parent
+PROMPTS = json.loads((ROOT / "assets" / "prompts.json").read_text(encoding="utf-8"))
+BASE = SpecConfig(gamma=5, max_new_tokens=32, record_top=10)  # the sidebar's defaults (specviz/ui/settings.py)
+FIELDS = {"confidence": "draft_confidence", "ngram": "ngram_size"}  # sidebar name -> SpecConfig field
+SCRIPT = "scripts/record_assets.py"
+
+
+def config_of(experiment: experiments.Experiment) -> SpecConfig:
+    changes = {FIELDS.get(k[4:], k[4:]): v for k, v in experiment.settings if k.startswith("cfg.")}
+    config = replace(BASE, **changes)
+    return replace(config, gamma_max=max(config.gamma_max, config.gamma)).validate()
+
+
+def record_lab(pair, recorded: Recorded) -> None:
+    base = replace(BASE, record_top=0)  # the lab draws no distributions: a small file
+    plan = lab.plan_batch(PROMPTS, list(PROMPTS), 1, [0.0, 1.0], ["model", "ngram"], ["constant"], base)
+    runs = lab.run_batch(pair, plan, chat=True)
+    out = ROOT / "assets" / "lab" / "batch.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(lab_to_json(recorded, runs), encoding="utf-8")
+    for r in runs:
+        print(f"lab: {r.label}: acceptance {r.trace.summary.acceptance_rate:.2f}")
+
+
+def record_lossless(pair, recorded: Recorded) -> None:
+    prompt = PROMPTS["prose"][1]
+    config = replace(BASE, temperature=1.0, top_k=50)
+    dist = next_token_distributions(pair, prompt, config, chat=True)
+    out = ROOT / "assets" / "lossless" / "prose.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(lossless_to_json(recorded, prompt, "", dist, pair.token_text), encoding="utf-8")
+    print(f"lossless: P(accept) = {float(torch.minimum(dist.p, dist.q).sum()):.3f}")
+
+
+def record_experiments(pair, recorded: Recorded) -> None:
+    out = ROOT / "assets" / "experiments"
+    out.mkdir(parents=True, exist_ok=True)
+    for experiment in experiments.EXPERIMENTS:
+        if experiment.page not in ("step", "race"):
+            continue
+        prompt = experiment.values[f"{experiment.page}.prompt"]
+        trace = run_trace(pair, prompt, config_of(experiment), chat=True, baseline=True)
+        trace = replace(trace, note=f"guided experiment “{experiment.id}”: {recorded_line(recorded)}")
+        save_trace(trace, out / f"{experiment.id}.json")
+        s = trace.summary
+        print(
+            f"{experiment.id}: {s.new_tokens} tokens, {s.rounds} rounds, acceptance {s.acceptance_rate:.2f}, "
+            f"speed-up {speedup(trace):.2f}x, identical={s.token_ids == trace.baseline_summary.token_ids}"
+        )
+
+
+def main(parts: list[str]) -> None:
+    known = {"lab": record_lab, "lossless": record_lossless, "experiments": record_experiments}
+    unknown = set(parts) - set(known)
+    if unknown:
+        raise SystemExit(f"no such part: {', '.join(sorted(unknown))}")
+    pair = load_pair(PairSpec())
+    when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
+    names = pair.names
+    recorded = Recorded(f"{names['target']} ← {names['draft']}", device_name(pair.device), when, SCRIPT)
+    for name, record in known.items():
+        if not parts or name in parts:
+            record(pair, recorded)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
