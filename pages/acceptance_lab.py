@@ -72,9 +72,10 @@ state = ui.run_section(
     on_result=ui.adopt_lab_runs,
 )
 
-if not state.busy and not state.result:
+runs = None if state.busy else ui.lab_to_show(PAGE)  # before a run: the recorded batch
+if not state.busy and runs is None:
     st.info("Choose what to compare and press **Run the batch**.")
-elif state.result and not state.busy:
-    ui.lab_results(PAGE, state.result)
+elif runs is not None:
+    ui.lab_results(PAGE, runs)
 
 ui.experiments_section(PAGE)

@@ -58,11 +58,12 @@ state = ui.run_section(
     errors=form,
 )
 
-if state.result is None and not state.busy:
+dist = None if state.busy else ui.lossless_to_show(PAGE)  # before a run: the recorded p and q
+if dist is None and not state.busy:
     st.info("Press **Compute p and q** to run both models once on this context.")
-elif state.result is not None and not state.busy:
+elif dist is not None:
     ui.lossless_results(
-        PAGE, state.result, n=choice.n, seed=choice.seed, broken=choice.broken, alternatives=choice.alternatives
+        PAGE, dist, n=choice.n, seed=choice.seed, broken=choice.broken, alternatives=choice.alternatives
     )
 
 ui.experiments_section(PAGE)

@@ -12,6 +12,7 @@ from .files import curves_dir, inject_css, load_prompts, recorded_traces, trace_
 from .pair import pair_loader, require_pair
 from .prompt import prompt_picker
 from .race import adopt_race, race_live, race_to_show, race_upload, show_race
+from .recorded import experiment_traces, lab_to_show, lossless_to_show, recorded_lab, recorded_lossless
 from .results import adopt_lab_runs, lab_results, lossless_form, lossless_results
 from .router import ROUTER_KEY, page_guard
 from .runner import RunButton, lab_live, lab_work, launch, lossless_work, quiet_live, run_section, trace_work
@@ -38,12 +39,14 @@ __all__ = [
     "adopt_race",
     "adopt_trace",
     "curves_dir",
+    "experiment_traces",
     "experiments_section",
     "history",
     "inject_css",
     "key",
     "lab_live",
     "lab_results",
+    "lab_to_show",
     "lab_work",
     "launch",
     "legend",
@@ -51,6 +54,7 @@ __all__ = [
     "load_prompts",
     "lossless_form",
     "lossless_results",
+    "lossless_to_show",
     "lossless_work",
     "measured_section",
     "page_guard",
@@ -61,6 +65,8 @@ __all__ = [
     "race_live",
     "race_to_show",
     "race_upload",
+    "recorded_lab",
+    "recorded_lossless",
     "recorded_picker",
     "recorded_traces",
     "remember",

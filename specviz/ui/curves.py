@@ -7,6 +7,7 @@ import streamlit as st
 
 from .. import charts, lab, theory
 from .files import curves_dir
+from .recorded import recorded_points
 from .state import history, key
 
 NO_BAR = {"displayModeBar": False}
@@ -78,7 +79,10 @@ def measured_section(curve: dict | None, damaged: list[str], c_measured: float |
 
 def runs_section(a: float, g: int, c: float, curve: dict | None) -> None:
     """The formula's charts with this session's runs as points, the best-γ map, and the runs' table."""
-    points = [pt for label, trace in history() if (pt := lab.measured_point(trace, label)) is not None]
+    runs = history()
+    shown_recorded = not runs
+    runs = runs or recorded_points()  # before this session's first run, the recorded runs
+    points = [pt for label, trace in runs if (pt := lab.measured_point(trace, label)) is not None]
     f1, f2 = st.columns(2)
     f1.plotly_chart(charts.speedup_figure(a, g, c, points, curve=curve), key=key("theory", "speedup"), config=NO_BAR)
     f2.plotly_chart(charts.expected_tokens_figure(a, g, points), key=key("theory", "tokens"), config=NO_BAR)
@@ -92,6 +96,12 @@ def runs_section(a: float, g: int, c: float, curve: dict | None) -> None:
                 "its measured a, γ and c appear here as red diamonds."
             )
             return
+        if shown_recorded:
+            st.info(
+                "**Recorded runs** — the built-in pair's recorded runs (assets/traces, assets/experiments), until "
+                "you run something on the Step through, Race or Acceptance lab page.",
+                icon=":material/history:",
+            )
         st.markdown(RUNS_WORDS)
         st.dataframe(
             [

@@ -11,7 +11,8 @@ from ..jobs import Job
 from ..runs import speedup
 from ..trace import RoundEvent, TokenEvent, Trace, decode_rate
 from .advice import slow_run_note
-from .files import recorded_traces, trace_download, trace_upload
+from .files import trace_download, trace_upload
+from .recorded import race_recording, recorded_banner, trace_origin
 from .safe import safe
 from .state import adopt_trace, key, page_state, shared
 from .viewer import stopped_note
@@ -35,7 +36,9 @@ def race_to_show(page: str) -> Trace | None:
     """This page's race; else the last run shown anywhere that timed plain decoding; else a recorded one."""
     trace = page_state(page).trace or shared().last_with_baseline
     if trace is None:
-        trace = next((t for _, t in recorded_traces() if t.baseline_summary is not None), None)
+        trace = race_recording()
+        if trace is not None:
+            recorded_banner("a race", trace_origin(trace), "Start the race")
     return trace
 
 

@@ -1,0 +1,125 @@
+"""Recorded results every page opens on before its first run (docs/DESIGN.md, "Recorded results"): the lab's
+batch, the Lossless page's distributions, the guided experiments' runs; and the banner that says so."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import streamlit as st
+
+from .. import lab, markup, recorded
+from ..lossless import Distributions
+from ..trace import Trace, TraceError, load_trace
+from .files import recorded_traces, traces_dir
+from .state import page_state
+
+log = logging.getLogger(__name__)
+
+
+def _directory(variable: str, default: str) -> Path:
+    """A folder of recorded results: the environment variable's, else beside the recorded traces (assets/<default>;
+    a test that moves the traces with SPECVIZ_TRACES_DIR moves these too, so "no recorded runs" means none)."""
+    return Path(os.environ.get(variable) or traces_dir().parent / default)
+
+
+def _stamp(directory: Path) -> tuple:
+    return tuple((p.name, p.stat().st_mtime_ns) for p in sorted(directory.glob("*.json"))) if directory.is_dir() else ()
+
+
+@st.cache_resource(show_spinner=False)
+def _first(directory: str, kind: str, stamp: tuple):
+    """The first file of the folder that loads (damaged ones are logged and skipped)."""
+    loader = {"lab": recorded.load_lab, "lossless": recorded.load_lossless}[kind]
+    for name, _ in stamp:
+        try:
+            return loader(Path(directory) / name)
+        except (OSError, recorded.RecordedError) as exc:
+            log.warning("skipping recorded %s result %s: %s", kind, name, exc)
+    return None
+
+
+@st.cache_resource(show_spinner=False)
+def _experiment_traces(directory: str, stamp: tuple) -> dict[str, Trace]:
+    found = {}
+    for name, _ in stamp:
+        try:
+            found[Path(name).stem] = load_trace(Path(directory) / name)
+        except (OSError, TraceError) as exc:
+            log.warning("skipping recorded experiment %s: %s", name, exc)
+    return found
+
+
+def recorded_lab() -> recorded.LabBatch | None:
+    directory = _directory("SPECVIZ_LAB_DIR", "lab")
+    return _first(str(directory), "lab", _stamp(directory))
+
+
+def recorded_lossless() -> recorded.LosslessRecording | None:
+    directory = _directory("SPECVIZ_LOSSLESS_DIR", "lossless")
+    return _first(str(directory), "lossless", _stamp(directory))
+
+
+def experiment_traces() -> dict[str, Trace]:
+    """The guided experiments' recorded runs (assets/experiments/<id>.json), by experiment id."""
+    directory = _directory("SPECVIZ_EXPERIMENTS_DIR", "experiments")
+    return _experiment_traces(str(directory), _stamp(directory))
+
+
+def recorded_banner(what: str, origin: str, button: str) -> None:
+    """Says that the page shows a recorded result, whose, and how to replace it."""
+    st.info(
+        f"**Recorded result** — {what}: {origin}. Press **{button}** to compute your own.", icon=":material/history:"
+    )
+
+
+def trace_origin(trace: Trace) -> str:
+    """Which pair, which processor, and the recording's note (the experiments' notes name the machine and date)."""
+    names = trace.pair if isinstance(trace.pair, dict) else {}
+    return (
+        f"{markup.md(names.get('target', '?'))} ← {markup.md(names.get('draft', '?'))} on "
+        f"{markup.md(names.get('device', '?'))}; {markup.md(trace.note or 'no note')}"
+    )
+
+
+def lab_to_show(page: str) -> list[lab.LabRun] | None:
+    """The page's batch; before any, the recorded one, with its banner."""
+    state = page_state(page)
+    if state.result:
+        return state.result
+    batch = recorded_lab()
+    if batch is None:
+        return None
+    recorded_banner(f"{len(batch.runs)} runs", markup.md(recorded.recorded_line(batch.recorded)), "Run the batch")
+    return list(batch.runs)
+
+
+def lossless_to_show(page: str) -> Distributions | None:
+    """The page's p and q; before any, the recorded ones, with their banner (the context they were computed on)."""
+    state = page_state(page)
+    if state.result is not None:
+        return state.result
+    found = recorded_lossless()
+    if found is None:
+        return None
+    context = markup.md(lab.short(found.prompt + found.prefix, 80))
+    recorded_banner(f"p and q after “{context}”", markup.md(recorded.recorded_line(found.recorded)), "Compute p and q")
+    return found.distributions
+
+
+def race_recording() -> Trace | None:
+    """A recorded race: the Race page's first guided experiment's run, else the first recorded run that timed
+    plain decoding."""
+    found = experiment_traces()
+    for name in ("identical", *found):
+        if name in found and found[name].baseline_summary is not None:
+            return found[name]
+    return next((t for _, t in recorded_traces() if t.baseline_summary is not None), None)
+
+
+def recorded_points() -> list[tuple[str, Trace]]:
+    """The recorded runs that timed plain decoding, for the Theory page before this session has any."""
+    runs = [(f"recorded: {name}", t) for name, t in recorded_traces()]
+    runs += [(f"recorded experiment: {name}", t) for name, t in experiment_traces().items()]
+    return [(label, t) for label, t in runs if t.baseline_summary is not None]
