@@ -103,3 +103,49 @@ def test_each_experiment_button_sets_its_settings(monkeypatch, tmp_path, experim
                     assert getattr(trace.config, FIELDS.get(name[4:], name[4:])) == value, name
     answers = "".join(s.value for s in at.success)
     assert experiment.observe in answers and experiment.reason in answers
+
+
+# --- recorded results on every page --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def recordings(tmp_path_factory) -> Path:
+    """A folder laid out as assets/ is, with recordings of the tiny pair: traces/, lab/, lossless/, experiments/."""
+    from specviz import lab, recorded
+    from specviz.config import SpecConfig
+    from specviz.lossless import next_token_distributions
+    from specviz.tiny import tiny_pair
+
+    root = tmp_path_factory.mktemp("assets")
+    pair = tiny_pair()
+    origin = recorded.Recorded("tiny ← tiny+noise", "test CPU (2 CPUs)", "2026-12-01 11:00", "tests/test_guided.py")
+    for folder in ("traces", "lab", "lossless", "experiments"):
+        (root / folder).mkdir()
+    shutil.copy(SLOW_TRACE, root / "traces" / "tiny.json")
+    shutil.copy(SLOW_TRACE, root / "experiments" / "identical.json")
+    base = SpecConfig(gamma=3, max_new_tokens=8, record_top=0)
+    plan = lab.plan_batch({"code": ["def f(x):"]}, ["code"], 1, [0.0, 1.0], ["model"], ["constant"], base)
+    (root / "lab" / "batch.json").write_text(recorded.lab_to_json(origin, lab.run_batch(pair, plan, chat=False)))
+    dist = next_token_distributions(pair, "def f(x):", SpecConfig(temperature=1.0, top_k=20), chat=False)
+    text = recorded.lossless_to_json(origin, "def f(x):", "", dist, pair.token_text)
+    (root / "lossless" / "tiny.json").write_text(text)
+    return root
+
+
+@pytest.mark.parametrize("page", list(experiments.PAGE_FILES))
+def test_every_page_opens_on_a_recorded_result_and_says_whose(monkeypatch, recordings, page):
+    at = start(monkeypatch, recordings / "traces")
+    at.switch_page(experiments.PAGE_FILES[page]).run()
+    assert not at.exception, at.exception
+    banners = [i.value for i in at.info if "Recorded" in i.value]
+    assert banners, [i.value for i in at.info]
+    if page in ("lab", "lossless"):  # the recording's own origin: pair, machine, date
+        assert "tiny ← tiny+noise, on test CPU (2 CPUs), 2026-12-01 11" in banners[0]
+    shown = {
+        "step": lambda: any("Round 1</b>" in h.value for h in at.html),
+        "race": lambda: any(m.label == "Speed-up" for m in at.metric),
+        "theory": lambda: any(d for d in at.dataframe),
+        "lab": lambda: any("2 runs" in s.value for s in at.subheader),
+        "lossless": lambda: any(m.label == "TV(speculative, p)" for m in at.metric),
+    }
+    assert shown[page](), page

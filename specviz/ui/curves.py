@@ -79,9 +79,8 @@ def measured_section(curve: dict | None, damaged: list[str], c_measured: float |
 
 def runs_section(a: float, g: int, c: float, curve: dict | None) -> None:
     """The formula's charts with this session's runs as points, the best-γ map, and the runs' table."""
-    runs = history()
-    shown_recorded = not runs
-    runs = runs or recorded_points()  # before this session's first run, the recorded runs
+    runs = history() or recorded_points()  # before this session's first run, the recorded runs
+    shown_recorded = bool(runs) and all(label.startswith(("the recorded run", "recorded")) for label, _ in runs)
     points = [pt for label, trace in runs if (pt := lab.measured_point(trace, label)) is not None]
     f1, f2 = st.columns(2)
     f1.plotly_chart(charts.speedup_figure(a, g, c, points, curve=curve), key=key("theory", "speedup"), config=NO_BAR)

@@ -1,0 +1,158 @@
+"""The slow-run advice (specviz/advice.py) and the guided experiments' data (specviz/experiments.py): the rules,
+the numbers the Theory experiments quote, and the Step through and Race experiments' observations on the runs
+recorded for them on the built-in pair (assets/experiments/, scripts/record_assets.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from specviz import advice, experiments, theory
+from specviz.runs import speedup
+from specviz.trace import load_trace
+
+ROOT = Path(__file__).resolve().parent.parent
+CURVE = theory.load_verify_curve(ROOT / "assets" / "verify_curve_cpu.json")
+RECORDED = ROOT / "assets" / "experiments"
+FAST = load_trace(ROOT / "assets" / "traces" / "1_code_greedy.json")
+
+
+def slowed(trace, factor: float):
+    """The same run with plain decoding `factor` times as fast as the speculative run."""
+    base = dataclasses.replace(trace.baseline_summary, tokens_per_second=trace.summary.tokens_per_second * factor)
+    return dataclasses.replace(trace, baseline_summary=base)
+
+
+# --- advice -----------------------------------------------------------------------------------------------
+
+
+def test_a_fast_run_or_one_without_plain_decoding_needs_no_explanation():
+    assert speedup(FAST) > 1 and advice.explain_slow(FAST) is None
+    assert advice.explain_slow(dataclasses.replace(FAST, baseline=(), baseline_summary=None)) is None
+
+
+def test_a_slow_run_is_explained_from_its_own_numbers():
+    trace = slowed(FAST, 1.25)
+    slow = advice.explain_slow(trace)
+    assert slow is not None and slow.measured == pytest.approx(0.8)
+    assert slow.acceptance_rate == trace.summary.acceptance_rate
+    assert slow.gamma == trace.summary.drafted / trace.summary.rounds
+    assert 0 < slow.a < 1 and slow.c > 0 and slow.verify_steps > 0
+    # Leviathan et al.'s formula for a whole γ, and the measured verify cost in place of its 1.
+    assert advice.predicted(slow.a, 5, slow.c, 1.0) == pytest.approx(theory.speedup(slow.a, 5, slow.c))
+    assert slow.with_verify == pytest.approx(
+        slow.formula / (slow.gamma * slow.c + slow.verify_steps) * (slow.gamma * slow.c + 1)
+    )
+    assert slow.best_with_verify == max(advice.predicted(slow.a, g, slow.c, slow.verify_steps) for g in range(1, 17))
+
+
+@pytest.mark.parametrize("a", [0.05, 0.3, 0.6, 0.9])
+@pytest.mark.parametrize("c", [0.0, 0.05, 0.3, 1.0])
+@pytest.mark.parametrize("v", [1.0, 1.5])
+def test_best_gamma_is_the_best_of_all_gammas(a, c, v):
+    best = advice.best_gamma(a, c, v)
+    assert all(advice.predicted(a, best, c, v) >= advice.predicted(a, g, c, v) for g in range(1, 17))
+
+
+def config_trace(**changes):
+    return dataclasses.replace(FAST, config=dataclasses.replace(FAST.config, **changes))
+
+
+@pytest.mark.parametrize(
+    "changes, a, best, best_speedup, settings",
+    [
+        ({"drafter": "ngram"}, 0.1, 5, 0.9, (("drafter", "model"),)),  # 1. n-gram found little to copy
+        ({}, 0.5, 2, 1.3, (("gamma", 2), ("schedule", "constant"))),  # 2. a shorter γ pays
+        ({}, 0.2, 1, 0.7, (("schedule", "auto"),)),  # 3. nothing pays: auto
+        ({"schedule": "auto"}, 0.2, 1, 0.7, (("drafter", "ngram"), ("schedule", "constant"))),  # ... auto ran: n-gram
+        ({}, 0.8, 6, 1.8, (("confidence", advice.CONFIDENCE_STOP),)),  # 4. it should have paid
+        ({"draft_confidence": 0.5}, 0.8, 6, 1.8, (("schedule", "adaptive"),)),  # ... a stop ran already
+    ],
+)
+def test_the_rules_pick_one_rerun(changes, a, best, best_speedup, settings):
+    suggestion = advice.suggest(config_trace(**changes), a, best, best_speedup)
+    assert suggestion.settings == settings and suggestion.label and suggestion.why
+
+
+def test_the_tiny_pairs_slow_run_gets_the_auto_schedule():
+    slow = advice.explain_slow(load_trace(ROOT / "tests" / "data" / "tiny_trace.json"))
+    assert slow is not None and slow.best_with_verify < advice.PAYS
+    assert dict(slow.suggestion.settings) == {"schedule": "auto"}
+
+
+def test_the_words_quote_the_runs_numbers():
+    from specviz import markup
+
+    slow = advice.explain_slow(slowed(FAST, 1.25))
+    words = markup.slow_run_markdown(slow)
+    for number in (f"{slow.measured:.2f}×", f"c = {slow.c:.2f}", f"{slow.formula:.2f}×", f"{slow.with_verify:.2f}×"):
+        assert number in words
+    assert f"best γ is {slow.best_gamma}" in words and slow.suggestion.why in words
+
+
+# --- the experiments' data ----------------------------------------------------------------------------------
+
+
+def test_every_page_has_three_experiments_with_unique_ids_and_the_path_exists():
+    ids = [e.id for e in experiments.EXPERIMENTS]
+    assert len(ids) == len(set(ids))
+    for page in experiments.PAGE_FILES:
+        assert len(experiments.for_page(page)) >= 3, page
+        assert (ROOT / experiments.PAGE_FILES[page]).is_file()
+    assert experiments.PATH and all(experiments.by_id(i) for i in experiments.PATH)
+    assert {experiments.by_id(i).page for i in experiments.PATH} == set(experiments.PAGE_FILES)
+
+
+def test_experiments_set_only_settings_that_exist():
+    from specviz.ui.settings import DEFAULTS
+
+    for e in experiments.EXPERIMENTS:
+        for name, value in e.settings:
+            page, _, widget = name.partition(".")
+            assert page in ("cfg", e.page), name
+            if page == "cfg":
+                assert widget in DEFAULTS and type(value) is type(DEFAULTS[widget]), name
+
+
+def test_the_theory_experiments_numbers_are_the_formulas():
+    def break_even(speedup_at) -> float:
+        return next(a / 100 for a in range(100) if speedup_at(a / 100) >= 1)
+
+    gamma8 = experiments.by_id("gamma8_threshold")
+    measured = break_even(lambda a: theory.measured_speedup(a, 8, CURVE))
+    formula = break_even(lambda a: theory.speedup(a, 8, 0.16))
+    assert round(theory.measured_cost_ratio(CURVE), 2) == gamma8.values["theory.c"] == 0.16
+    assert measured == gamma8.values["theory.a"] == 0.61
+    assert theory.measured_speedup(0.61, 8, CURVE) == pytest.approx(1.0, abs=0.02)
+    assert f"a = {measured:.2f}" in gamma8.observe and f"a = {formula:.2f}" in gamma8.observe
+
+    cheap = experiments.by_id("cheap_draft")
+    best = theory.optimal_gamma(0.9, 0.05, 16)
+    assert best == cheap.values["theory.g"] == 13
+    assert f"optimal γ is {best}" in cheap.observe and f"{theory.speedup(0.9, best, 0.05):.1f}×" in cheap.observe
+
+    prose = experiments.by_id("prose_gamma")
+    assert theory.optimal_gamma(0.6, 0.16, 16) == 2 and theory.measured_optimal_gamma(0.6, CURVE, 16) == 3
+    assert theory.speedup(0.6, 8, 0.16) < theory.speedup(0.6, 2, 0.16)
+    assert f"{theory.measured_speedup(0.6, 3, CURVE):.1f}×" in prose.observe
+
+
+# --- the observations, on the built-in pair's recorded runs --------------------------------------------------
+
+
+def recorded(experiment_id: str):
+    path = RECORDED / f"{experiment_id}.json"
+    if not path.is_file():
+        pytest.skip(f"{path} not recorded (scripts/record_assets.py)")
+    return load_trace(path)
+
+
+def test_the_recorded_runs_are_the_experiments_settings():
+    from scripts.record_assets import config_of
+
+    for e in experiments.EXPERIMENTS:
+        if e.page in ("step", "race") and (RECORDED / f"{e.id}.json").is_file():
+            trace = recorded(e.id)
+            assert trace.config == config_of(e) and trace.prompt == e.values[f"{e.page}.prompt"]
