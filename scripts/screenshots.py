@@ -4,7 +4,9 @@ Usage: .venv/bin/python -m scripts.screenshots [race lab alternatives]   (after 
 Starts `streamlit run app.py` on a free localhost port and drives headless Debian Chromium:
 - race: the Race page replaying the first recorded trace that includes plain decoding;
 - lab:  the Acceptance lab running one prompt per category with both drafters (greedy, 24 tokens);
-- alternatives: Step through on the recorded prose run with alternatives, at a round that kept one.
+- alternatives: Step through on the recorded prose run with alternatives, at a round that kept one;
+- experiment: the Lossless page's first guided experiment (Break the algorithm) on the recorded p and q. It
+  needs no model: `SPECVIZ_PAIR=tiny ... scripts.screenshots experiment` keeps the built-in pair unloaded.
 """
 
 from __future__ import annotations
@@ -85,7 +87,35 @@ def alternatives(page, base: str) -> None:
     )
 
 
-SHOTS = {"race": race, "lab": lab, "alternatives": alternatives}
+def experiment(page, base: str) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(f"{base}/lossless", wait_until="domcontentloaded")
+    expect(page.get_by_role("heading", name="Lossless: exactly the target's distribution")).to_be_visible(
+        timeout=60_000
+    )
+    expect(page.get_by_text("Recorded result", exact=False).first).to_be_visible(timeout=60_000)
+    page.get_by_text("Guided experiments", exact=False).first.click()
+    page.get_by_role("button", name="Set it").first.click()
+    expect(page.get_by_text("What you should see", exact=False).first).to_be_visible(timeout=60_000)
+    page.wait_for_timeout(3000)  # let the chart redraw
+    metrics = page.get_by_text("TV(speculative, p)", exact=False).first
+    metrics.evaluate("element => element.scrollIntoView()")  # the app scrolls inside its main section
+    page.wait_for_timeout(1000)
+    top = metrics.bounding_box()["y"] - 120
+    page.screenshot(
+        path=str(OUT / "experiment.png"),
+        clip={
+            "x": 300,
+            "y": max(0, top),
+            "width": VIEWPORT["width"] - 300,
+            "height": min(1250, VIEWPORT["height"] - max(0, top)),
+        },
+    )
+
+
+SHOTS = {"race": race, "lab": lab, "alternatives": alternatives, "experiment": experiment}
+NO_MODEL = {"experiment"}  # shots of recorded results only: they run on the pair SPECVIZ_PAIR names
 
 
 def main(names: list[str]) -> None:
@@ -94,7 +124,8 @@ def main(names: list[str]) -> None:
     if chromium_path() is None:
         sys.exit("no chromium executable: apt-get install chromium")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
-    env.pop("SPECVIZ_PAIR", None)
+    if not names or not set(names) <= NO_MODEL:
+        env.pop("SPECVIZ_PAIR", None)
     port = free_port()
     log = Path("/tmp") / f"specviz-screenshots-{port}.log"
     process = start_app(port, env, log)
