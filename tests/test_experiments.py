@@ -156,3 +156,22 @@ def test_the_recorded_runs_are_the_experiments_settings():
         if e.page in ("step", "race") and (RECORDED / f"{e.id}.json").is_file():
             trace = recorded(e.id)
             assert trace.config == config_of(e) and trace.prompt == e.values[f"{e.page}.prompt"]
+
+
+def test_step_observations_hold_on_the_recorded_runs():
+    code = recorded("identical")  # the same code prompt, greedy, γ 5
+    prose = recorded("prose_defaults")
+    assert prose.summary.acceptance_rate < code.summary.acceptance_rate
+    hot = recorded("temperature")
+    assert hot.summary.acceptance_rate < code.summary.acceptance_rate
+    assert any(r.next_source == "resampled" for r in hot.rounds)
+    rename = recorded("ngram_rename")
+    assert any(r.drafted and r.rejection_index is None for r in rename.rounds)  # a whole draft kept, then a bonus
+    assert any(not r.drafted or r.rejection_index == 0 for r in rename.rounds)  # nothing to copy, or wrong at once
+
+
+def test_race_observations_hold_on_the_recorded_runs():
+    identical = recorded("identical")
+    assert identical.summary.token_ids == identical.baseline_summary.token_ids
+    assert speedup(recorded("rename_auto")) > 2
+    assert speedup(recorded("prose_long")) < speedup(recorded("rename_auto")) / 2
