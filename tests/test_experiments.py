@@ -175,3 +175,63 @@ def test_race_observations_hold_on_the_recorded_runs():
     assert identical.summary.token_ids == identical.baseline_summary.token_ids
     assert speedup(recorded("rename_auto")) > 2
     assert speedup(recorded("prose_long")) < speedup(recorded("rename_auto")) / 2
+
+
+def pct(x: float) -> str:
+    return f"{x:.0%}"
+
+
+def test_the_numbers_quoted_are_the_recorded_runs():
+    hot, code = recorded("temperature"), recorded("identical")
+    observe = experiments.by_id("temperature").observe
+    assert f"kept {pct(hot.summary.acceptance_rate)} of its drafts at 1.2" in observe
+    assert f"against {pct(code.summary.acceptance_rate)} greedy" in observe
+    slow = recorded("prose_long")
+    observe = experiments.by_id("prose_long").observe
+    assert f"kept {pct(slow.summary.acceptance_rate)} of the drafts and ran at {speedup(slow):.2f}×" in observe
+    assert "shorter γ" in observe and advice.explain_slow(slow).suggestion.settings[0][0] == "gamma"
+    fast = recorded("rename_auto")
+    observe = experiments.by_id("rename_auto").observe
+    assert f"kept {pct(fast.summary.acceptance_rate)} of the drafts" in observe
+    assert f"{fast.summary.new_tokens / fast.summary.rounds:.0f} tokens per target pass" in observe
+    assert f"ran at {speedup(fast):.1f}×" in observe
+
+
+def lab_batch():
+    from specviz import recorded as recordings
+
+    path = ROOT / "assets" / "lab" / "batch.json"
+    if not path.is_file():
+        pytest.skip(f"{path} not recorded (scripts/record_assets.py)")
+    return recordings.load_lab(path)
+
+
+def test_the_lab_experiments_numbers_are_the_recorded_batch():
+    from specviz import lab
+
+    runs = lab_batch().runs
+
+    def rate(category: str, drafter: str, temperature: float) -> str:
+        (run,) = [
+            r
+            for r in runs
+            if r.category == category
+            and r.trace.config.drafter == drafter
+            and r.trace.config.temperature == temperature
+        ]
+        return pct(run.trace.summary.acceptance_rate)
+
+    observe = experiments.by_id("lab_temperature").observe
+    assert f"{rate('code', 'model', 0.0)} greedy and {rate('code', 'model', 1.0)} at 1.0 on code" in observe
+    assert f"{rate('prose', 'model', 0.0)} and {rate('prose', 'model', 1.0)} on prose" in observe
+    observe = experiments.by_id("lab_ngram").observe
+    assert (
+        f"{rate('repetition', 'ngram', 0.0)} of the time on the rename prompt and {rate('prose', 'ngram', 0.0)}"
+        in observe
+    )
+    assert f"({rate('repetition', 'model', 0.0)} and {rate('prose', 'model', 0.0)})" in observe
+    greedy = [r.trace for r in runs if r.trace.config.drafter == "model" and r.trace.config.greedy]
+    positions = lab.acceptance_by_position(greedy)
+    observe = experiments.by_id("lab_position").observe
+    assert f"{pct(positions[0].rate)} at position 1 and {pct(positions[3].rate)} at position 4" in observe
+    assert positions[3].rate > positions[0].rate and positions[3].reached < positions[0].reached
