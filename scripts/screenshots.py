@@ -102,7 +102,7 @@ def experiment(page, base: str) -> None:
     metrics = page.get_by_text("TV(speculative, p)", exact=False).first
     metrics.evaluate("element => element.scrollIntoView()")  # the app scrolls inside its main section
     page.wait_for_timeout(1000)
-    top = metrics.bounding_box()["y"] - 120
+    top = metrics.bounding_box()["y"] - 150
     page.screenshot(
         path=str(OUT / "experiment.png"),
         clip={

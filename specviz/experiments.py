@@ -236,7 +236,7 @@ LOSSLESS = (
         "Turn on Break the algorithm: which bar moves, and why does the residual fix it?",
         (("lossless.broken", True),),
         "TV(speculative, p) jumps far above the noise floor (TV of direct samples), towards TV(draft alone, p): "
-        "the speculative bars move from p's towards q's.",
+        "the red bars leave p's wherever q differs from p, over-shooting on the tokens q over-weights.",
         "Redrawing from q after a rejection gives q's shape a second time, so the tokens the draft over-weights "
         "come out too often. The residual norm(max(0, p − q)) adds exactly the mass the accepted draws miss: "
         "min(p, q) + (p − q)⁺ = p.",
