@@ -7,11 +7,13 @@ Each trace holds the speculative run and the plain run of the target on the same
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import sys
 from dataclasses import replace
 from pathlib import Path
 
+from specviz.bench.environment import device_name
 from specviz.config import SpecConfig
 from specviz.models import PairSpec, load_pair
 from specviz.runs import run_trace, speedup
@@ -49,6 +51,7 @@ def main(names: list[str]) -> None:
     if unknown:
         raise SystemExit(f"no such recording: {', '.join(sorted(unknown))}")
     pair = load_pair(PairSpec())
+    machine = device_name(pair.device)  # the page's banner says which machine recorded it, and when
     out = ROOT / "assets" / "traces"
     out.mkdir(parents=True, exist_ok=True)
     for name, category, index, config in RECORDINGS:
@@ -56,7 +59,11 @@ def main(names: list[str]) -> None:
             continue
         prompt = PROMPTS[category][index]
         trace = run_trace(pair, prompt, config, baseline=True)
-        trace = replace(trace, note=f"recorded on the built-in pair ({category} prompt) with scripts/record_traces.py")
+        when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
+        note = (
+            f"recorded on the built-in pair ({category} prompt) on {machine}, {when} UTC, with scripts/record_traces.py"
+        )
+        trace = replace(trace, note=note)
         save_trace(trace, out / f"{name}.json")
         s = trace.summary
         print(
