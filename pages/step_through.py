@@ -38,7 +38,7 @@ with formulas:
         "and the replacement is that top token."
     )
     ui.legend()
-    ui.ten_minute_path()
+ui.ten_minute_path()
 
 settings = ui.settings()
 form = st.container(border=True)
