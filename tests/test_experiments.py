@@ -183,6 +183,14 @@ def pct(x: float) -> str:
 
 def test_the_numbers_quoted_are_the_recorded_runs():
     hot, code = recorded("temperature"), recorded("identical")
+    observe = experiments.by_id("prose_defaults").observe
+    assert (
+        f"kept {pct(recorded('prose_defaults').summary.acceptance_rate)}, against {pct(code.summary.acceptance_rate)}"
+        in observe
+    )
+    rounds = recorded("prose_defaults").rounds
+    early = [r for r in rounds if r.rejection_index is not None and r.rejection_index <= 1]
+    assert 2 * len(early) > len(rounds)  # most rounds end with a rejection in the first positions
     observe = experiments.by_id("temperature").observe
     assert f"kept {pct(hot.summary.acceptance_rate)} of its drafts at 1.2" in observe
     assert f"against {pct(code.summary.acceptance_rate)} greedy" in observe
