@@ -148,9 +148,7 @@ def stream_main(args: argparse.Namespace) -> int:
     """--stream FILE: the per-request curve (bench/stream.py), printed and written as JSON."""
     from .stream import format_stream, load_stream, run_stream, summarize
 
-    name, requests = load_stream(args.stream)
-    if args.per_category:
-        requests = requests[: args.per_category]
+    name, requests = load_stream(args.stream, args.per_category)
     config = replace(config_from(args), fuse_prompt=not args.no_fuse_prompt)
     json_path = output_path(
         args.json or ROOT / "out" / f"stream-{time.strftime('%Y%m%d-%H%M%S')}.json", "--json", make_parents=True
@@ -160,13 +158,15 @@ def stream_main(args: argparse.Namespace) -> int:
     pair, load_seconds = _load(args)
     if not args.no_warmup:
         run_stream(pair, requests[:1], replace(config, max_new_tokens=min(8, config.max_new_tokens)), chat=not args.raw)
-    rows = run_stream(pair, requests, config, chat=not args.raw, log=_log)
-    summary = summarize(rows)
-    print(format_stream(rows, summary))
     doc = {"stream": name, "file": str(args.stream), "config": config.to_dict(), "pair": pair.names}
-    doc.update(load_seconds=load_seconds, requests=rows, summary=summary)
-    with writing(json_path, "--json"):
-        json_path.write_text(json.dumps(doc, indent=1, ensure_ascii=False), encoding="utf-8")
+
+    def write(rows: list) -> None:  # after every request, so a stopped run keeps what it measured
+        doc.update(load_seconds=load_seconds, requests=rows, summary=summarize(rows))
+        with writing(json_path, "--json"):
+            json_path.write_text(json.dumps(doc, indent=1, ensure_ascii=False), encoding="utf-8")
+
+    rows = run_stream(pair, requests, config, chat=not args.raw, log=_log, on_row=write)
+    print(format_stream(rows, doc["summary"]))
     print(f"\nJSON: {json_path}")
     return 0
 

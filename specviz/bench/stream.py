@@ -40,19 +40,19 @@ class Request:
     phase: str
 
 
-def load_stream(path: str | Path) -> tuple[str, list[Request]]:
+def load_stream(path: str | Path, first: int | None = None) -> tuple[str, list[Request]]:
     """A stream file {"name", "requests": [{"prompt", "phase"}]}, or a prompt file {"category": [prompts]} read as a
-    stream whose phases are its categories."""
+    stream whose phases are its categories; `first`: only the first requests (of a prompt file: of each category)."""
     try:
         body = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise StreamError(f"cannot read the stream {path}: {exc}") from None
     if isinstance(body, dict) and isinstance(body.get("requests"), list):
-        items = body["requests"]
+        items = body["requests"][:first]
         requests = [Request(str(r["prompt"]), str(r.get("phase", ""))) for r in items if isinstance(r, dict)]
         name = str(body.get("name", Path(path).stem))
     elif isinstance(body, dict) and all(isinstance(v, list) for v in body.values()):
-        requests = [Request(str(p), str(category)) for category, prompts in body.items() for p in prompts]
+        requests = [Request(str(p), str(category)) for category, prompts in body.items() for p in prompts[:first]]
         name = Path(path).stem
     else:
         raise StreamError(f"{path}: expected {{'requests': [...]}} or {{'category': [prompts]}}")
@@ -110,6 +110,7 @@ def run_stream(
     chat: bool = True,
     store: TrafficStore | None = None,
     log: Callable[[str], None] = lambda _: None,
+    on_row: Callable[[list[dict[str, Any]]], None] = lambda _: None,
 ) -> list[dict[str, Any]]:
     """Every request in order; the traffic store starts empty unless one is given (it is fed as the stream runs)."""
     store = store if store is not None else TrafficStore()
@@ -122,6 +123,7 @@ def run_stream(
         lookups = store.lookups - lookups_before
         row["store"]["hit_rate"] = (store.hits - hits_before) / lookups if lookups else 0.0
         rows.append(row)
+        on_row(rows)
         log(f"request {i + 1}/{len(requests)} ({request.phase}) in {time.perf_counter() - started:.1f} s")
     return rows
 
