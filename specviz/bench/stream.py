@@ -11,6 +11,7 @@ and ours: mean accepted tokens per round (accepted / rounds) and the speed-up ov
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -111,11 +112,16 @@ def run_stream(
     store: TrafficStore | None = None,
     log: Callable[[str], None] = lambda _: None,
     on_row: Callable[[list[dict[str, Any]]], None] = lambda _: None,
+    cancel: threading.Event | None = None,
+    first_index: int = 0,
 ) -> list[dict[str, Any]]:
-    """Every request in order; the traffic store starts empty unless one is given (it is fed as the stream runs)."""
+    """Every request in order (a set `cancel` stops between two); the traffic store starts empty unless one is
+    given (it is fed as the stream runs). Rows are numbered from first_index."""
     store = store if store is not None else TrafficStore()
-    rows = []
-    for i, request in enumerate(requests):
+    rows: list[dict[str, Any]] = []
+    for i, request in enumerate(requests, start=first_index):
+        if cancel is not None and cancel.is_set():
+            break
         started = time.perf_counter()
         ids = encode(pair, request.prompt, chat)
         hits_before, lookups_before = store.hits, store.lookups
@@ -124,8 +130,25 @@ def run_stream(
         row["store"]["hit_rate"] = (store.hits - hits_before) / lookups if lookups else 0.0
         rows.append(row)
         on_row(rows)
-        log(f"request {i + 1}/{len(requests)} ({request.phase}) in {time.perf_counter() - started:.1f} s")
+        log(f"request {i + 1}/{first_index + len(requests)} ({request.phase}) in {time.perf_counter() - started:.1f} s")
     return rows
+
+
+def load_stream_result(path: str | Path) -> dict[str, Any]:
+    """A result bench --stream wrote (the Learning page shows the shipped one); StreamError if it is not one."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise StreamError(f"cannot read the stream result {path}: {exc}") from None
+    rows = doc.get("requests") if isinstance(doc, dict) else None
+    if (
+        not isinstance(rows, list)
+        or not rows
+        or not all(isinstance(r, dict) and set(DRAFTERS) <= r.keys() for r in rows)
+    ):
+        raise StreamError(f"{path} is not a stream result of bench --stream")
+    doc["summary"] = summarize(rows)
+    return doc
 
 
 def _mean(rows: list[dict[str, Any]], drafter: str, key: str) -> float:

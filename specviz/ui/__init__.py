@@ -7,6 +7,16 @@ The HTML and the words come from specviz.markup (pure, escaped, capped).
 
 from .curves import measured_section, runs_section, use_measured_c
 from .files import curves_dir, inject_css, load_prompts, recorded_traces, trace_download, trace_upload, verify_curves
+from .learning import (
+    adopt_stream_rows,
+    learning_form,
+    learning_view,
+    recorded_stream,
+    stream_live,
+    stream_summary,
+    stream_work,
+    your_rows,
+)
 from .pair import pair_loader, require_pair
 from .prompt import prompt_picker
 from .race import adopt_race, race_live, race_to_show, race_upload, show_race
@@ -27,6 +37,14 @@ from .viewer import (
 )
 
 __all__ = [
+    "adopt_stream_rows",
+    "learning_form",
+    "learning_view",
+    "recorded_stream",
+    "stream_live",
+    "stream_summary",
+    "stream_work",
+    "your_rows",
     "PageState",
     "ROUTER_KEY",
     "RunButton",
