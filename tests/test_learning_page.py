@@ -88,3 +88,24 @@ def test_the_shipped_stream_loads():
     shipped = json.loads((ROOT / "assets" / "prompts.json").read_text(encoding="utf-8"))
     bench = [p for prompts in shipped.values() for p in prompts]
     assert not any(b[:40] in r.prompt or r.prompt[:40] in b for r in requests for b in bench)  # nothing shared
+
+
+def test_step_through_shows_the_controllers_choice(monkeypatch, recorded):
+    at = open_page(monkeypatch, recorded)
+    at.switch_page("pages/step_through.py").run()
+    at.sidebar.radio(key="cfg.drafter").set_value("controller").run()
+    for _ in range(2):  # the second run drafts from the first one's output (the process-wide store)
+        at.button(key="step.run").click().run()
+        job = at.session_state["state.step"].job
+        assert job.join(120)
+        at.run()
+        assert not at.exception, at.exception
+        assert job.state == "done", job.error
+    trace = at.session_state["state.step"].trace
+    sources = {r.draft_source for r in trace.rounds if r.drafted}
+    assert sources and sources <= {"traffic", "model", "both"}
+    k = next(r.index for r in trace.rounds if r.drafted)
+    at.slider(key="step.slider").set_value(k + 1).run()
+    page = "\n".join(h.value for h in at.html)
+    assert "· source " in page
+    assert any("**Source:" in m.value for m in at.markdown)
