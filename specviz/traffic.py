@@ -134,6 +134,14 @@ def choose_source(proposal: Proposal, room: int, traffic_rate: float, model_rate
     return "traffic"
 
 
+MATCH_BUCKETS = (4, 8, 16)  # traffic acceptance is measured apart for matches of < 4, < 8, < 16 and more tokens
+
+
+def match_bucket(match_length: int) -> int:
+    """A long match is much stronger evidence than a short one: each length class has its own measured rate."""
+    return sum(match_length >= edge for edge in MATCH_BUCKETS)
+
+
 def traffic_length(rate: float, room: int) -> int:
     """Longest traffic draft: twice the expected run of accepted tokens, a / (1 - a), plus one, within [2, room]
     (drafting past it only widens the verify)."""
@@ -169,10 +177,11 @@ class ControllerDrafter:
     def __init__(self, traffic: TrafficDrafter, model: ModelDrafter):
         self.traffic = traffic
         self.model = model
-        self.traffic_rate = SourceRate(prior=0.6)
+        self.traffic_rates = [SourceRate(prior=0.6) for _ in range(len(MATCH_BUCKETS) + 1)]  # by match length
         self.model_rate = SourceRate(prior=0.6)
         self.choices: list[Source] = []
         self._start = 0
+        self._bucket = 0
         self._shadow: tuple[int, ...] = ()
         self._model_part: tuple[int, list[int]] | None = None  # (offset, model tokens) of the last draft
 
@@ -185,10 +194,14 @@ class ControllerDrafter:
 
     def propose(self, committed, gamma, warpers, generator, greedy, confidence) -> Draft:
         self._start = len(committed)
-        proposal = self.traffic.suggest(committed, traffic_length(self.traffic_rate.rate, gamma))
+        proposal = self.traffic.suggest(committed, gamma)
+        self._bucket = match_bucket(proposal.match_length)
+        rate = self.traffic_rates[self._bucket].rate
+        keep = traffic_length(rate, gamma)
+        proposal = replace(proposal, ids=proposal.ids[:keep], confidence=proposal.confidence[:keep])
         ids = list(proposal.ids)
         ends = bool(ids) and ids[-1] in self.traffic.stop_ids
-        choice = choose_source(proposal, gamma, self.traffic_rate.rate, self.model_rate.rate, ends)
+        choice = choose_source(proposal, gamma, rate, self.model_rate.rate, ends)
         if choice == "both" and len(ids) >= gamma:
             choice = "traffic"  # nothing left for the model to add
         self.choices.append(choice)
@@ -212,7 +225,7 @@ class ControllerDrafter:
     def rollback(self, committed: list[int]) -> None:
         new = committed[self._start :]
         accepted, checked = agreeing(self._shadow, new)
-        self.traffic_rate.observe(accepted, checked)
+        self.traffic_rates[self._bucket].observe(accepted, checked)
         if self._model_part is not None:
             offset, ids = self._model_part
             if new[:offset] == list(self._shadow[:offset]):  # the model's tokens were reached

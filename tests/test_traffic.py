@@ -19,6 +19,7 @@ from specviz.traffic import (
     TrafficDrafter,
     agreeing,
     choose_source,
+    match_bucket,
     traffic_length,
     traffic_store,
 )
@@ -156,6 +157,10 @@ def test_traffic_length_follows_measured_acceptance():
     assert traffic_length(1.0, 6) == 6
     lengths = [traffic_length(a / 10, 32) for a in range(10)]
     assert lengths == sorted(lengths)
+
+
+def test_match_length_classes():
+    assert [match_bucket(m) for m in (2, 3, 4, 7, 8, 15, 16, 24)] == [0, 0, 1, 1, 2, 2, 3, 3]
 
 
 def test_source_rate_forgets_old_rounds():
