@@ -48,6 +48,8 @@ state = ui.run_section(
     on_result=ui.adopt_stream_rows,
 )
 mine = ui.your_rows(PAGE)
+if not state.busy:
+    ui.forget_button(PAGE, settings)
 if mine and not state.busy:
     ui.learning_view(mine, ui.stream_summary(mine), "yours")
 elif not state.busy:

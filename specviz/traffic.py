@@ -8,13 +8,17 @@ by the runs layer after each run (runs.run_trace). Why these rules: docs/DESIGN.
 
 from __future__ import annotations
 
+import hashlib
 import math
+import os
 import threading
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Literal
 
 import torch
 
+from .builtin import cache_root
 from .drafters import Draft, ModelDrafter
 from .suffix import MAX_SPEC_FACTOR, MIN_TOKEN_PROB, Proposal, SuffixIndex, TrafficStore, continuation, longest_match
 
@@ -25,11 +29,49 @@ _STORES: dict[str, TrafficStore] = {}
 _STORES_GUARD = threading.Lock()
 
 
+PERSIST_ENV = "SPECVIZ_TRAFFIC_PERSIST"  # "1": keep each store in the model cache across restarts (off by default)
+
+
+def _key(pair) -> str:
+    return f"{pair.names.get('target', '')}|{pair.tokenizer.__class__.__name__}|{len(pair.tokenizer)}"
+
+
+def persist_path(pair) -> Path | None:
+    """Where this pair's store is kept when SPECVIZ_TRAFFIC_PERSIST=1: under the model cache, one file per tokenizer."""
+    if os.environ.get(PERSIST_ENV) != "1":
+        return None
+    digest = hashlib.sha256(_key(pair).encode("utf-8")).hexdigest()[:16]
+    return cache_root() / "traffic" / f"{digest}.json"
+
+
 def traffic_store(pair) -> TrafficStore:
-    """The process-wide store of this pair's tokenizer (ids mean nothing across tokenizers)."""
-    key = f"{pair.names.get('target', '')}|{pair.tokenizer.__class__.__name__}|{len(pair.tokenizer)}"
+    """The process-wide store of this pair's tokenizer (ids mean nothing across tokenizers); read back from the
+    model cache the first time when persistence is on."""
+    key = _key(pair)
     with _STORES_GUARD:
-        return _STORES.setdefault(key, TrafficStore())
+        if key not in _STORES:
+            _STORES[key] = TrafficStore()
+            path = persist_path(pair)
+            if path is not None:
+                _STORES[key].load(path)
+        return _STORES[key]
+
+
+def remember(pair, ids: list[int]) -> None:
+    """A finished request joins the pair's store (and its file, when persistence is on)."""
+    store = traffic_store(pair)
+    store.add(ids)
+    path = persist_path(pair)
+    if path is not None:
+        store.save(path)
+
+
+def forget(pair) -> None:
+    """Empty the pair's store, and delete its file."""
+    traffic_store(pair).clear()
+    path = persist_path(pair)
+    if path is not None:
+        path.unlink(missing_ok=True)
 
 
 class TrafficDrafter:

@@ -109,3 +109,16 @@ def test_step_through_shows_the_controllers_choice(monkeypatch, recorded):
     page = "\n".join(h.value for h in at.html)
     assert "· source " in page
     assert any("**Source:" in m.value for m in at.markdown)
+
+
+def test_forget_empties_the_traffic_store(monkeypatch, recorded):
+    at = open_page(monkeypatch, recorded)
+    at.text_area(key="learning.request").set_value("p q p q p q").run()
+    at.button(key="learning.run").click().run()
+    assert at.session_state["state.learning"].job.join(120)
+    at.run()
+    forget = at.button(key="learning.forget")
+    assert "Forget the traffic (" in forget.label and "(0 requests" not in forget.label
+    forget.click().run()
+    assert not at.exception, at.exception
+    assert "(0 requests, 0 tokens)" in at.button(key="learning.forget").label

@@ -307,3 +307,22 @@ def test_stream_rows_and_metrics(pair):
     summary = summarize(rows)
     assert summary["drift"]["at"] == 2
     assert acceptance_metrics([])["mean_acceptance_length"] == 1.0
+
+
+def test_persistence_is_off_by_default_and_kept_in_the_model_cache_when_on(pair, monkeypatch, tmp_path):
+    import specviz.traffic as traffic
+
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
+    monkeypatch.delenv(traffic.PERSIST_ENV, raising=False)
+    monkeypatch.setattr(traffic, "_STORES", {})
+    assert traffic.persist_path(pair) is None
+    traffic.remember(pair, [1, 2, 3, 4])
+    assert not list(tmp_path.rglob("*.json"))  # off: nothing written
+    monkeypatch.setenv(traffic.PERSIST_ENV, "1")
+    traffic.remember(pair, [5, 6, 7, 8])
+    path = traffic.persist_path(pair)
+    assert path.is_file() and path.is_relative_to(tmp_path / "traffic")
+    monkeypatch.setattr(traffic, "_STORES", {})  # a restart
+    assert list(traffic_store(pair).index.sequences.values()) == [[1, 2, 3, 4], [5, 6, 7, 8]]
+    traffic.forget(pair)
+    assert traffic_store(pair).requests == 0 and not path.exists()

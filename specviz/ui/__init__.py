@@ -9,6 +9,7 @@ from .curves import measured_section, runs_section, use_measured_c
 from .files import curves_dir, inject_css, load_prompts, recorded_traces, trace_download, trace_upload, verify_curves
 from .learning import (
     adopt_stream_rows,
+    forget_button,
     learning_form,
     learning_view,
     recorded_stream,
@@ -38,6 +39,7 @@ from .viewer import (
 
 __all__ = [
     "adopt_stream_rows",
+    "forget_button",
     "learning_form",
     "learning_view",
     "recorded_stream",

@@ -13,10 +13,11 @@ import streamlit as st
 from .. import charts
 from ..bench.stream import WINDOW, Request, StreamError, load_stream, load_stream_result, run_stream, summarize
 from ..config import SpecConfig
-from ..jobs import Job
+from ..jobs import PAIRS, Job
 from ..runs import exclusive
-from ..traffic import traffic_store
+from ..traffic import forget, traffic_store
 from .files import ASSETS
+from .pair import pair_override
 from .runner import Work
 from .state import key, page_state
 
@@ -133,6 +134,19 @@ def stream_work(requests: list[Request], config: SpecConfig, chat: bool, first_i
             )
 
     return work
+
+
+def forget_button(page: str, settings) -> None:
+    """Empty the traffic store of the pair in use (and its file in the model cache, when persistence is on)."""
+    lease = PAIRS.lease(settings.spec, pair_override()) if settings.has_pair else None
+    if lease is None:
+        return
+    with lease:
+        store = traffic_store(lease.pair)
+        label = f"Forget the traffic ({store.requests} requests, {store.tokens:,} tokens)"
+        if st.button(label, key=key(page, "forget"), icon=":material/delete:"):
+            forget(lease.pair)
+            st.rerun()
 
 
 def stream_live(job: Job) -> None:
