@@ -20,10 +20,10 @@ st.markdown(
 )
 
 recorded = ui.recorded_stream()
-st.subheader("Recorded: 30 code-editing requests, Python then JavaScript")
 if recorded is None:
     st.warning("The recorded stream (assets/learning/inventory_drift.json) is missing or damaged.")
 else:
+    st.subheader(f"Recorded: {len(recorded['requests'])} code-editing requests, Python then JavaScript")
     st.caption(
         f"Recorded with `python -m specviz bench --stream assets/streams/inventory_drift.json` on "
         f"{recorded['pair'].get('device', 'cpu')}: {recorded['pair'].get('target', '')} ← "

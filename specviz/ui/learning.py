@@ -95,12 +95,13 @@ class LearningChoice:
 
 def learning_form(page: str) -> LearningChoice:
     """Your request (it joins the stream), or the whole shipped stream replayed live."""
+    count = len(stream_requests())
     what = st.radio(
         "Run",
         ["mine", "stream"],
         key=key(page, "what"),
         horizontal=True,
-        format_func=lambda v: {"mine": "my request", "stream": "the shipped stream, live (30 requests: minutes)"}[v],
+        format_func=lambda v: "my request" if v == "mine" else f"the shipped stream, live ({count} requests: minutes)",
     )
     text = st.text_area(
         "Your request (it is run with each drafter, then joins the traffic every later request drafts from)",
