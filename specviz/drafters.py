@@ -26,6 +26,7 @@ class Draft:
     q: torch.Tensor | None  # [len(ids), V] draft probabilities; None for a point-mass drafter
     forwards: int  # model forward passes spent
     from_lookahead: tuple[bool, ...] = ()  # per token: its q row came from a forward over lookup guesses
+    source: str = ""  # who drafted, for drafters that choose: "traffic", "model" or "both" (traffic.py)
 
 
 class Drafter(Protocol):

@@ -32,7 +32,9 @@ from .kvcache import CachedModel
 from .recording import CacheLengths, Round, Totals, round_event
 from .sampling import build_warpers, probabilities, sample
 from .schedule import AUTO_CONFIDENCE, AutoSchedule, RoundCost, draft_confidence, make_schedule, next_gamma
+from .suffix import TrafficStore
 from .trace import Event, FinishReason, RoundEvent, RunSummary, TokenEvent, TokenProb
+from .traffic import ControllerDrafter, TrafficDrafter, traffic_store
 
 __all__ = [
     "AUTO_CONFIDENCE",
@@ -73,14 +75,20 @@ def make_generator(device: torch.device, seed: int) -> torch.Generator:
     return generator
 
 
-def make_drafter(pair, config: SpecConfig, width: int) -> Drafter:
+def make_drafter(pair, config: SpecConfig, width: int, traffic: TrafficStore | None = None) -> Drafter:
+    """The config's drafter; the traffic ones read `traffic`, by default the process-wide store of this pair."""
     if config.drafter == "ngram":
         return NgramDrafter(config.ngram_size, pair.eos_ids)
+    if config.drafter == "traffic":
+        return TrafficDrafter(traffic or traffic_store(pair), pair.eos_ids)
     if pair.draft is None:
-        raise EngineError("this pair has no draft model: choose the n-gram drafter or load a draft model")
-    return ModelDrafter(
+        raise EngineError("this pair has no draft model: choose the n-gram or traffic drafter, or load a draft model")
+    model = ModelDrafter(
         pair.draft, width, lookahead=config.lookahead, max_ngram=config.ngram_size, stop_ids=pair.eos_ids
     )
+    if config.drafter == "controller":
+        return ControllerDrafter(TrafficDrafter(traffic or traffic_store(pair), pair.eos_ids), model)
+    return model
 
 
 @dataclass
@@ -141,7 +149,9 @@ class Run:
         )
 
 
-def start_run(pair, prompt_ids: list[int], config: SpecConfig, *, speculative: bool) -> Run:
+def start_run(
+    pair, prompt_ids: list[int], config: SpecConfig, *, speculative: bool, traffic: TrafficStore | None = None
+) -> Run:
     """Check the settings and the prompt, make the per-run state, and process the prompt once (its last token
     goes into the first verify; with fuse_prompt, all of it goes into the first round)."""
     config.validate()
@@ -159,7 +169,7 @@ def start_run(pair, prompt_ids: list[int], config: SpecConfig, *, speculative: b
         eos=pair.eos_ids,
     )
     if speculative:
-        run.drafter = make_drafter(pair, config, width)
+        run.drafter = make_drafter(pair, config, width, traffic)
         run.confidence = draft_confidence(config)
         run.branching = config.alternatives > 0 and run.target.can_branch
     run.start = run.now()
@@ -270,10 +280,15 @@ def _cost(run: Run, done: Round, event: RoundEvent) -> RoundCost:
 
 @torch.inference_mode()
 def speculative_generate(
-    pair, prompt_ids: list[int], config: SpecConfig, cancel: threading.Event | None = None
+    pair,
+    prompt_ids: list[int],
+    config: SpecConfig,
+    cancel: threading.Event | None = None,
+    traffic: TrafficStore | None = None,
 ) -> Iterator[Event]:
-    """Yield one RoundEvent per draft-and-verify round, then a RunSummary."""
-    run = start_run(pair, prompt_ids, config, speculative=True)
+    """Yield one RoundEvent per draft-and-verify round, then a RunSummary. The traffic and controller drafters read
+    `traffic` (default: the pair's process-wide store)."""
+    run = start_run(pair, prompt_ids, config, speculative=True, traffic=traffic)
     schedule = make_schedule(config)
     totals = Totals("speculative")
     while (finish := run.stop_reason(cancel)) is None:

@@ -19,6 +19,7 @@ Verdict = Literal["accepted", "rejected", "unchecked"]  # unchecked: after the f
 NextSource = Literal["resampled", "bonus"]
 FinishReason = Literal["eos", "length", "cancelled"]
 Method = Literal["speculative", "autoregressive"]
+DraftSource = Literal["", "traffic", "model", "both"]  # "": a drafter that does not choose (model, n-gram)
 
 
 def decode_rate(tokens: int, seconds: float) -> float:
@@ -74,6 +75,9 @@ class RoundEvent:
     # checked in order only if that draft was rejected; q and p are at that position. At most one is "accepted":
     # it is then appended in place of the rejected draft and the next token is a bonus after it.
     alternatives: tuple[DraftedToken, ...] = ()
+    # The controller's choice this round (traffic.ControllerDrafter): its traffic drafter, the draft model, or both
+    # (the model continuing the traffic draft); "traffic" for the traffic drafter; "" for the other drafters.
+    draft_source: DraftSource = ""
 
     @property
     def kept_alternative(self) -> DraftedToken | None:

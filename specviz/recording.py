@@ -69,6 +69,7 @@ def round_event(done: Round, *, index: int, elapsed: float, record_top: int, tex
         draft_forwards=draft.forwards,
         elapsed=elapsed,
         alternatives=_branch(done, text),
+        draft_source=draft.source,
     )
 
 

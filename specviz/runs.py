@@ -16,6 +16,7 @@ from .config import SpecConfig
 from .engine import autoregressive_generate, speculative_generate, vocab_width
 from .errors import UserError
 from .trace import Event, RoundEvent, RunSummary, TokenEvent, Trace
+from .traffic import remember as remember_traffic
 
 MAX_PROMPT_CHARS = 8000
 MAX_PROMPT_TOKENS = 2048
@@ -138,6 +139,9 @@ def run_trace(
     ids = prompt_ids if prompt_ids is not None else encode(pair, prompt, chat)
     with exclusive(pair, cancel, on_wait):
         rounds, summary = _drain(speculative_generate(pair, ids, config, cancel), on_event)
+        # Every finished run teaches the traffic drafter (docs/DESIGN.md, "The traffic drafter").
+        if summary.finish_reason != "cancelled":
+            remember_traffic(pair, ids + list(summary.token_ids))
         tokens: list[TokenEvent] = []
         base_summary = None
         if baseline and summary.finish_reason != "cancelled":

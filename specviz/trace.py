@@ -15,6 +15,7 @@ from .events import (  # noqa: F401 - the events are read and written here, and 
     TRACE_FORMAT,
     TRACE_VERSION,
     DraftedToken,
+    DraftSource,
     Event,
     FinishReason,
     Method,
@@ -82,6 +83,7 @@ _ROUND = Record(
         "elapsed": _SECONDS,
         "bookkeeping_seconds": _SECONDS,
         "alternatives": Many(_DRAFTED, MAX_ALTERNATIVES),
+        "draft_source": Choice(get_args(DraftSource)),
     },
 )
 _STEP = Record(

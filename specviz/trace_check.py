@@ -36,6 +36,10 @@ MAX_CACHE = MAX_PROMPT_IDS + MAX_NEW_TOKENS_LIMIT + GAMMA_LIMIT
 PROB_SLACK = 1e-6  # float32 rounding can put a probability a hair above 1
 
 
+MODELLESS = ("ngram", "traffic")  # drafters without a model, so without a cache
+CHOOSING = {"traffic": ("traffic",), "controller": ("traffic", "model", "both")}  # drafters that name a source
+
+
 class Refused(ValueError):
     """Why a trace file is refused, in one line that names the field."""
 
@@ -304,7 +308,7 @@ def _check_rounds(trace: Trace) -> None:
     # Before round 0 a cache holds the prompt but its last token (which goes into the first verify), or nothing
     # when the prompt is fused into round 0; the n-gram drafter has no cache.
     target = 0 if config.fuse_prompt else prompt - 1
-    caches = (target, 0 if config.drafter == "ngram" else target)
+    caches = (target, 0 if config.drafter in MODELLESS else target)
     position = 0
     for i, r in enumerate(trace.rounds):
         where = f"rounds[{i}]"
@@ -333,7 +337,7 @@ def _check_caches(r: RoundEvent, where: str, before: tuple[int, int], committed:
         f"{where}.target_cache_after is {r.target_cache_after}; with {committed} tokens committed it is "
         f"{committed - 2} or {committed - 1}",
     )
-    most = 0 if drafter == "ngram" else committed - 1
+    most = 0 if drafter in MODELLESS else committed - 1
     expect(r.draft_cache_after <= most, f"{where}.draft_cache_after is {r.draft_cache_after}; at most {most} here")
 
 
@@ -372,7 +376,7 @@ def _check_round(r: RoundEvent, config: Any, where: str) -> bool:
             len(getattr(r, name)) <= config.record_top,
             f"{where}.{name} has {len(getattr(r, name))} tokens; the settings' record_top is {config.record_top}",
         )
-    model = config.drafter == "model"
+    model = _check_source(r, config.drafter, where)
     expect(
         r.draft_forwards == 0 if not (model and n) else 1 <= r.draft_forwards <= n,
         f"{where}.draft_forwards is {r.draft_forwards} for {n} tokens drafted by the {config.drafter} drafter",
@@ -385,6 +389,18 @@ def _check_round(r: RoundEvent, config: Any, where: str) -> bool:
         f"{where}.appended is not the accepted drafts, then any kept alternative, then next_token",
     )
     return len(r.appended) < len(full)
+
+
+def _check_source(r: RoundEvent, drafter: str, where: str) -> bool:
+    """A drafter that chooses names its choice whenever it drafted; the others never name one. True when a model
+    drafted this round's tokens (or some of them)."""
+    allowed = CHOOSING.get(drafter, ())
+    expect(
+        r.draft_source in allowed or (r.draft_source == "" and not (allowed and r.drafted)),
+        f"{where}.draft_source is {show(r.draft_source)}, for {len(r.drafted)} tokens drafted by the {drafter} "
+        f"drafter (it names {' or '.join(map(repr, allowed)) or 'no source'})",
+    )
+    return drafter == "model" or r.draft_source in ("model", "both")
 
 
 def _kept_alternative(r: RoundEvent, allowed: int, where: str) -> Any:

@@ -47,6 +47,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=",".join(DEFAULT_METHODS),
         help=f"comma-separated, from {', '.join(METHODS)} (baseline is required)",
     )
+    parser.add_argument(
+        "--stream",
+        default=None,
+        metavar="FILE",
+        help="replay a stream of requests (assets/streams/*.json, or a prompt file) through the target alone, the "
+        "draft model, the traffic drafter and the controller, and print the per-request curve",
+    )
     parser.add_argument("--no-warmup", action="store_true")
     parser.add_argument(
         "--no-fuse-prompt",
@@ -137,7 +144,36 @@ def _curve_path(args: argparse.Namespace) -> Path | None:
     return output_path(ROOT / "assets" / f"verify_curve_{device.type}.json", "--curve-out", make_parents=True)
 
 
+def stream_main(args: argparse.Namespace) -> int:
+    """--stream FILE: the per-request curve (bench/stream.py), printed and written as JSON."""
+    from .stream import format_stream, load_stream, run_stream, summarize
+
+    name, requests = load_stream(args.stream, args.per_category)
+    config = replace(config_from(args), fuse_prompt=not args.no_fuse_prompt)
+    json_path = output_path(
+        args.json or ROOT / "out" / f"stream-{time.strftime('%Y%m%d-%H%M%S')}.json", "--json", make_parents=True
+    )
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    pair, load_seconds = _load(args)
+    if not args.no_warmup:
+        run_stream(pair, requests[:1], replace(config, max_new_tokens=min(8, config.max_new_tokens)), chat=not args.raw)
+    doc = {"stream": name, "file": str(args.stream), "config": config.to_dict(), "pair": pair.names}
+
+    def write(rows: list) -> None:  # after every request, so a stopped run keeps what it measured
+        doc.update(load_seconds=load_seconds, requests=rows, summary=summarize(rows))
+        with writing(json_path, "--json"):
+            json_path.write_text(json.dumps(doc, indent=1, ensure_ascii=False), encoding="utf-8")
+
+    rows = run_stream(pair, requests, config, chat=not args.raw, log=_log, on_row=write)
+    print(format_stream(rows, doc["summary"]))
+    print(f"\nJSON: {json_path}")
+    return 0
+
+
 def main(args: argparse.Namespace) -> int:
+    if args.stream:
+        return stream_main(args)
     settings = _settings(args)
     categories = [c.strip() for c in args.categories.split(",") if c.strip()]
     prompts = load_prompts(args.prompts, categories, args.per_category)

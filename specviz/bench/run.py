@@ -67,8 +67,8 @@ def _methods_for(pair, settings: BenchSettings, log: Log = _quiet) -> list[str]:
     methods = [m for m in METHODS if m in settings.methods]
     if pair.draft is None:
         methods = [m for m in methods if m in ("baseline", "speculative", "hf_plain")]
-        if settings.config.drafter == "model" and "speculative" in methods:
-            raise ConfigError("this pair has no draft model: choose --drafter ngram")
+        if settings.config.drafter in ("model", "controller") and "speculative" in methods:
+            raise ConfigError("this pair has no draft model: choose --drafter ngram or traffic")
         return methods
     widths = {model.config.get_text_config().vocab_size for model in (pair.target, pair.draft)}
     assisted = [m for m in methods if m in ("hf_assisted", "hf_matched")]

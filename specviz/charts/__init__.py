@@ -6,6 +6,7 @@ tokens orange, accepted green, rejected red, bonus blue, plain decoding slate.
 
 from ..markup import visible  # token text with its whitespace made visible (and clipped)
 from .base import COLORS, FONT
+from .learning import learning_figure
 from .runs import (
     gamma_figure,
     group_figure,
@@ -23,6 +24,7 @@ __all__ = [
     "expected_tokens_figure",
     "gamma_figure",
     "group_figure",
+    "learning_figure",
     "lossless_figure",
     "next_token_figure",
     "optimal_gamma_map",

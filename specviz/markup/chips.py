@@ -139,6 +139,9 @@ def round_chips_html(event: RoundEvent, greedy: bool) -> str:
     )
 
 
+SOURCE_NAMES = {"traffic": "traffic", "model": "draft model", "both": "traffic + draft model"}
+
+
 def round_head_html(event: RoundEvent, rounds: int | None) -> str:
     """'Round 3 of 12 · γ = 5 · drafted 5 · accepted 2 · rejected at d3 · +3 tokens', then the four steps."""
     n = len(event.drafted)
@@ -147,8 +150,9 @@ def round_head_html(event: RoundEvent, rounds: int | None) -> str:
     outcome = "all accepted + bonus" if rejection is None else f"rejected at d{count(rejection) + 1}"
     head = (
         f'<div class="sv-round-head"><b>Round {count(event.index) + 1}</b>'
-        f"{' of ' + esc(rounds) if rounds else ''} · γ = {esc(event.gamma)} · "
-        f"drafted {n} · accepted {esc(event.n_accepted)} · {outcome}"
+        f"{' of ' + esc(rounds) if rounds else ''} · γ = {esc(event.gamma)}"
+        f"{' · source ' + esc(SOURCE_NAMES.get(event.draft_source, event.draft_source)) if event.draft_source else ''}"
+        f" · drafted {n} · accepted {esc(event.n_accepted)} · {outcome}"
         f"{' · alternative kept' if event.kept_alternative is not None else ''}"
         f" · +{appended} token{'s' if appended != 1 else ''}</div>"
     )

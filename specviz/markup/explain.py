@@ -43,6 +43,16 @@ def _rejection(event: RoundEvent, greedy: bool, j: int) -> list[str]:
     return parts
 
 
+SOURCE_WORDS = {  # who drafted, for the traffic drafter and the controller (RoundEvent.draft_source)
+    "traffic": "**Source: traffic.** The tokens are the most frequent continuation of the longest earlier match "
+    "in the requests served so far and this one (no draft forward; q is a point mass, q = 1).",
+    "model": "**Source: draft model.** The controller found no confident traffic match (or traffic drafts were "
+    "measurably worse lately), so the draft model drafted.",
+    "both": "**Source: traffic, then the draft model.** The traffic match ran out, and the draft model continued "
+    "where it ended (q = 1 on the traffic tokens, the model's q after them).",
+}
+
+
 def explain_round(event: RoundEvent, greedy: bool) -> str:
     """The round in words, for the column beside it."""
     n = len(event.drafted)
@@ -55,6 +65,8 @@ def explain_round(event: RoundEvent, greedy: bool) -> str:
         f"The drafter proposed **{n}** token{'s' if n != 1 else ''}. "
         f"The target scored all of them in **one** forward pass."
     ]
+    if event.draft_source in SOURCE_WORDS:
+        parts.append(SOURCE_WORDS[event.draft_source])
     shared = sum(bool(d.from_lookahead) for d in event.drafted)
     if shared:
         forwards = md(event.draft_forwards)

@@ -9,6 +9,17 @@ from .advice import slow_run_note
 from .curves import measured_section, runs_section, use_measured_c
 from .experiments import experiments_section, ten_minute_path
 from .files import curves_dir, inject_css, load_prompts, recorded_traces, trace_download, trace_upload, verify_curves
+from .learning import (
+    adopt_stream_rows,
+    forget_button,
+    learning_form,
+    learning_view,
+    recorded_stream,
+    stream_live,
+    stream_summary,
+    stream_work,
+    your_rows,
+)
 from .pair import pair_loader, require_pair
 from .prompt import prompt_picker
 from .race import adopt_race, race_live, race_to_show, race_upload, show_race
@@ -30,6 +41,15 @@ from .viewer import (
 )
 
 __all__ = [
+    "adopt_stream_rows",
+    "forget_button",
+    "learning_form",
+    "learning_view",
+    "recorded_stream",
+    "stream_live",
+    "stream_summary",
+    "stream_work",
+    "your_rows",
     "PageState",
     "ROUTER_KEY",
     "RunButton",

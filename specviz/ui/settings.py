@@ -153,20 +153,28 @@ def _pair_section() -> PairSpec | None:
     return spec
 
 
+DRAFTER_LABELS = {"model": "draft model", "ngram": "n-gram lookup", "traffic": "traffic", "controller": "controller"}
+DRAFTER_HELP = (
+    "The n-gram drafter copies what followed the last occurrence of the current text (prompt lookup): no model, "
+    "q is a point mass. Traffic: the most frequent continuation of the longest match in every request this "
+    "server has run and this one (a suffix match; q is a point mass). Controller: each round, traffic when its "
+    "match is confident, the draft model otherwise, or traffic then the model (see the Learning page)."
+)
+
+
 def _speculation_section() -> None:
     st.markdown("### Speculation")
     st.radio(
         "Drafter",
-        ["model", "ngram"],
+        list(DRAFTER_LABELS),
         key=cfg("drafter"),
         horizontal=True,
-        format_func=lambda d: {"model": "draft model", "ngram": "n-gram lookup"}[d],
-        help="The n-gram drafter copies what followed the last occurrence of the current text "
-        "(prompt lookup): no model, q is a point mass.",
+        format_func=DRAFTER_LABELS.get,
+        help=DRAFTER_HELP,
     )
     if _value("drafter") == "ngram":
         st.slider("Longest n-gram to match", 1, 8, key=cfg("ngram"))
-    else:
+    elif _value("drafter") != "traffic":  # the traffic drafter has no settings: its match sets the draft length
         st.slider(
             "Lookahead: lookup guesses per draft pass",
             0,

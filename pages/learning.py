@@ -1,0 +1,59 @@
+"""Learning: a speculator that learns from traffic; acceptance climbs request after request, falls and recovers."""
+
+import streamlit as st
+
+from specviz import ui
+
+ui.page_guard()
+
+PAGE = "learning"
+
+st.html('<div class="sv-kicker">Drafting from traffic</div>')
+st.title("A speculator that learns from the requests it serves")
+st.markdown(
+    "Production systems do not keep one fixed draft. Together AI's ATLAS keeps a static speculator as a floor, adds "
+    "one that learns from live traffic, and lets a controller choose between them; SuffixDecoding (vLLM's "
+    "*suffix* method) drafts from a suffix tree over earlier outputs. Here the **traffic drafter** matches the "
+    "end of the current text against every request this server has run (and the current one), and proposes the "
+    "most frequent continuation of the longest match; the **controller** picks, each round, traffic, the draft "
+    "model, or both. Drafts are point masses, so the output is still exactly the target's."
+)
+
+recorded = ui.recorded_stream()
+if recorded is None:
+    st.warning("The recorded stream (assets/learning/inventory_drift.json) is missing or damaged.")
+else:
+    st.subheader(f"Recorded: {len(recorded['requests'])} code-editing requests, Python then JavaScript")
+    st.caption(
+        f"Recorded with `python -m specviz bench --stream assets/streams/inventory_drift.json` on "
+        f"{recorded['pair'].get('device', 'cpu')}: {recorded['pair'].get('target', '')} ← "
+        f"{recorded['pair'].get('draft', '')}, greedy, {recorded['config']['max_new_tokens']} new tokens per request."
+    )
+    ui.learning_view(recorded["requests"], recorded["summary"], "recorded")
+
+st.subheader("Your requests")
+settings = ui.settings()
+form = st.container(border=True)
+with form:
+    choice = ui.learning_form(PAGE)
+mine = ui.your_rows(PAGE)
+state = ui.run_section(
+    PAGE,
+    settings,
+    ui.RunButton(choice.slot, "Run", icon=":material/play_arrow:", disabled=not choice.requests),
+    lambda: ui.stream_work(choice.requests, settings.config, settings.chat, first_index=len(mine)),
+    batch=[r.prompt for r in choice.requests],
+    live=ui.stream_live,
+    errors=form,
+    on_result=ui.adopt_stream_rows,
+)
+mine = ui.your_rows(PAGE)
+if not state.busy:
+    ui.forget_button(PAGE, settings)
+if mine and not state.busy:
+    ui.learning_view(mine, ui.stream_summary(mine), "yours")
+elif not state.busy:
+    st.info(
+        "Type a request and press **Run**: it runs with the target alone and with each drafter, then joins the "
+        "traffic. Run a few similar ones and watch the traffic drafter's acceptance climb."
+    )

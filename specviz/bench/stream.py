@@ -1,0 +1,218 @@
+"""A stream of requests through the real loop: per request, the target alone, then the draft model, the traffic
+drafter and the controller, the last two reading one TrafficStore that learns each request's output after it.
+
+Metrics as vLLM reports them (so numbers carry over to a production engine):
+  acceptance rate            accepted / drafted tokens
+  mean acceptance length     1 + accepted / drafts (drafts: rounds that drafted at least one token)
+  per-position acceptance    accepted at draft position k / drafts, k = 0, 1, ...
+and ours: mean accepted tokens per round (accepted / rounds) and the speed-up over the target alone.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ..config import SpecConfig
+from ..engine import autoregressive_generate, run_to_end, speculative_generate
+from ..errors import UserError
+from ..runs import encode
+from ..suffix import TrafficStore
+from ..trace import RoundEvent
+
+DRAFTERS = ("model", "traffic", "controller")
+WINDOW = 5  # requests averaged at the start, the end, and before a drift
+RECOVERY_SHARE = 0.9  # recovered: back within 10% of the pre-drift level
+POSITIONS = 8  # per-position acceptance rates kept
+
+
+class StreamError(UserError, ValueError):
+    """A stream file that is not a list of requests."""
+
+
+@dataclass(frozen=True)
+class Request:
+    prompt: str
+    phase: str
+
+
+def load_stream(path: str | Path, first: int | None = None) -> tuple[str, list[Request]]:
+    """A stream file {"name", "requests": [{"prompt", "phase"}]}, or a prompt file {"category": [prompts]} read as a
+    stream whose phases are its categories; `first`: only the first requests (of a prompt file: of each category)."""
+    try:
+        body = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise StreamError(f"cannot read the stream {path}: {exc}") from None
+    if isinstance(body, dict) and isinstance(body.get("requests"), list):
+        items = body["requests"][:first]
+        requests = [Request(str(r["prompt"]), str(r.get("phase", ""))) for r in items if isinstance(r, dict)]
+        name = str(body.get("name", Path(path).stem))
+    elif isinstance(body, dict) and all(isinstance(v, list) for v in body.values()):
+        requests = [Request(str(p), str(category)) for category, prompts in body.items() for p in prompts[:first]]
+        name = Path(path).stem
+    else:
+        raise StreamError(f"{path}: expected {{'requests': [...]}} or {{'category': [prompts]}}")
+    if not requests or any(not r.prompt.strip() for r in requests):
+        raise StreamError(f"{path}: no requests, or an empty prompt")
+    return name, requests
+
+
+def acceptance_metrics(rounds: list[RoundEvent]) -> dict[str, Any]:
+    """vLLM's names over one run's rounds, and mean accepted tokens per round."""
+    drafts = [r for r in rounds if r.drafted]
+    drafted = sum(len(r.drafted) for r in rounds)
+    accepted = sum(r.n_accepted for r in rounds)
+    per_position = [sum(r.n_accepted > k for r in drafts) / len(drafts) if drafts else 0.0 for k in range(POSITIONS)]
+    return {
+        "rounds": len(rounds),
+        "drafts": len(drafts),
+        "drafted": drafted,
+        "accepted": accepted,
+        "acceptance_rate": accepted / drafted if drafted else 0.0,
+        "mean_acceptance_length": 1 + accepted / len(drafts) if drafts else 1.0,
+        "per_position_acceptance_rate": per_position,
+        "mean_accepted_per_round": accepted / len(rounds) if rounds else 0.0,
+        "sources": {s: sum(r.draft_source == s for r in rounds) for s in ("traffic", "model", "both")},
+    }
+
+
+class StreamMismatch(AssertionError):
+    """A greedy run whose output differs from the target alone: speculative decoding would be wrong."""
+
+
+def run_request(pair, ids: list[int], config: SpecConfig, store: TrafficStore) -> dict[str, Any]:
+    """The target alone, then each drafter, on one request; greedy outputs must all equal the target's."""
+    _, base = run_to_end(autoregressive_generate(pair, ids, config))
+    row: dict[str, Any] = {"prompt_tokens": len(ids), "new_tokens": base.new_tokens}
+    row["baseline"] = {"tokens_per_second": base.tokens_per_second, "seconds": base.seconds}
+    for drafter in DRAFTERS:
+        rounds, summary = run_to_end(speculative_generate(pair, ids, replace(config, drafter=drafter), traffic=store))
+        if config.greedy and summary.token_ids != base.token_ids:
+            raise StreamMismatch(f"the {drafter} drafter's greedy output differs from the target alone's")
+        metrics = acceptance_metrics([r for r in rounds if isinstance(r, RoundEvent)])
+        metrics["tokens_per_second"] = summary.tokens_per_second
+        metrics["speedup"] = summary.tokens_per_second / base.tokens_per_second if base.tokens_per_second else 0.0
+        row[drafter] = metrics
+    store.add(ids + list(base.token_ids))  # the request joins the traffic: later requests draft from it
+    row["store"] = {"requests": store.requests, "tokens": store.tokens}
+    return row
+
+
+def run_stream(
+    pair,
+    requests: list[Request],
+    config: SpecConfig,
+    *,
+    chat: bool = True,
+    store: TrafficStore | None = None,
+    log: Callable[[str], None] = lambda _: None,
+    on_row: Callable[[list[dict[str, Any]]], None] = lambda _: None,
+    cancel: threading.Event | None = None,
+    first_index: int = 0,
+) -> list[dict[str, Any]]:
+    """Every request in order (a set `cancel` stops between two); the traffic store starts empty unless one is
+    given (it is fed as the stream runs). Rows are numbered from first_index."""
+    store = store if store is not None else TrafficStore()
+    rows: list[dict[str, Any]] = []
+    for i, request in enumerate(requests, start=first_index):
+        if cancel is not None and cancel.is_set():
+            break
+        started = time.perf_counter()
+        ids = encode(pair, request.prompt, chat)
+        hits_before, lookups_before = store.hits, store.lookups
+        row = {"index": i, "phase": request.phase, **run_request(pair, ids, config, store)}
+        lookups = store.lookups - lookups_before
+        row["store"]["hit_rate"] = (store.hits - hits_before) / lookups if lookups else 0.0
+        rows.append(row)
+        on_row(rows)
+        log(f"request {i + 1}/{first_index + len(requests)} ({request.phase}) in {time.perf_counter() - started:.1f} s")
+    return rows
+
+
+def load_stream_result(path: str | Path) -> dict[str, Any]:
+    """A result bench --stream wrote (the Learning page shows the shipped one); StreamError if it is not one."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise StreamError(f"cannot read the stream result {path}: {exc}") from None
+    rows = doc.get("requests") if isinstance(doc, dict) else None
+    if (
+        not isinstance(rows, list)
+        or not rows
+        or not all(isinstance(r, dict) and set(DRAFTERS) <= r.keys() for r in rows)
+    ):
+        raise StreamError(f"{path} is not a stream result of bench --stream")
+    doc["summary"] = summarize(rows)
+    return doc
+
+
+def _mean(rows: list[dict[str, Any]], drafter: str, key: str) -> float:
+    return sum(r[drafter][key] for r in rows) / len(rows) if rows else 0.0
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The goals' numbers: first and last WINDOW requests, the level before the first phase change and how many
+    requests after it the controller's mean accepted tokens per round takes to come back within 10% of it."""
+    first, last = rows[:WINDOW], rows[-WINDOW:]
+    out: dict[str, Any] = {}
+    for drafter in DRAFTERS:
+        out[drafter] = {
+            "first_mean_accepted_per_round": _mean(first, drafter, "mean_accepted_per_round"),
+            "last_mean_accepted_per_round": _mean(last, drafter, "mean_accepted_per_round"),
+            "first_speedup": _mean(first, drafter, "speedup"),
+            "last_speedup": _mean(last, drafter, "speedup"),
+            "min_speedup": min((r[drafter]["speedup"] for r in rows), default=0.0),
+        }
+    model_last = out["model"]["last_speedup"]
+    out["controller_over_model_last"] = out["controller"]["last_speedup"] / model_last if model_last else 0.0
+    ratios = [r["controller"]["speedup"] / r["model"]["speedup"] for r in rows if r["model"]["speedup"] > 0]
+    out["controller_over_model_min"] = min(ratios, default=0.0)
+    drift = next((i for i in range(1, len(rows)) if rows[i]["phase"] != rows[i - 1]["phase"]), None)
+    if drift is not None:
+        before = _mean(rows[max(0, drift - WINDOW) : drift], "controller", "mean_accepted_per_round")
+        after = [r["controller"]["mean_accepted_per_round"] for r in rows[drift:]]
+        back = next((k for k, value in enumerate(after) if value >= RECOVERY_SHARE * before), None)
+        out["drift"] = {"at": drift, "pre_drift_level": before, "recovered_after": None if back is None else back + 1}
+    return out
+
+
+def format_stream(rows: list[dict[str, Any]], summary: dict[str, Any]) -> str:
+    """The per-request curve and the goals' numbers, as text."""
+    head = f"{'#':>3} {'phase':<11} {'store':>11} {'hit':>5} "
+    head += " ".join(f"{d[:5] + ' acc/rd':>12} {'x':>5} {'AL':>5}" for d in DRAFTERS) + "  controller t/m/b"
+    lines = [head]
+    for r in rows:
+        cells = [f"{r['index'] + 1:>3} {r['phase'][:11]:<11} {r['store']['requests']:>4}r{r['store']['tokens']:>6}"]
+        cells.append(f"{r['store']['hit_rate']:>5.2f}")
+        for d in DRAFTERS:
+            m = r[d]
+            cells.append(
+                f"{m['mean_accepted_per_round']:>12.2f} {m['speedup']:>5.2f} {m['mean_acceptance_length']:>5.2f}"
+            )
+        s = r["controller"]["sources"]
+        cells.append(f" {s['traffic']}/{s['model']}/{s['both']}")
+        lines.append(" ".join(cells))
+    lines.append("")
+    for d in DRAFTERS:
+        s = summary[d]
+        lines.append(
+            f"{d:<10} accepted/round first {WINDOW}: {s['first_mean_accepted_per_round']:.2f}  last {WINDOW}: "
+            f"{s['last_mean_accepted_per_round']:.2f}  speed-up first {WINDOW}: {s['first_speedup']:.2f}x  "
+            f"last {WINDOW}: {s['last_speedup']:.2f}x  lowest: {s['min_speedup']:.2f}x"
+        )
+    lines.append(
+        f"controller / draft model speed-up: last {WINDOW} {summary['controller_over_model_last']:.2f}x, "
+        f"lowest single request {summary['controller_over_model_min']:.2f}x"
+    )
+    if "drift" in summary:
+        d = summary["drift"]
+        lines.append(
+            f"drift at request {d['at'] + 1}: controller pre-drift level {d['pre_drift_level']:.2f} accepted/round; "
+            f"back within 10% after {d['recovered_after']} request(s)"
+        )
+    return "\n".join(lines)

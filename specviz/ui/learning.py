@@ -1,0 +1,168 @@
+"""The Learning page's parts: the recorded stream's curve, a form to run your own requests (or replay the shipped
+stream) through the real loop, and the curve of what you ran. The rows are bench/stream.py's."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from .. import charts
+from ..bench.stream import WINDOW, Request, StreamError, load_stream, load_stream_result, run_stream, summarize
+from ..config import SpecConfig
+from ..jobs import PAIRS, Job
+from ..runs import exclusive
+from ..traffic import forget, traffic_store
+from .files import ASSETS
+from .pair import pair_override
+from .runner import Work
+from .state import key, page_state
+
+RECORDED = ASSETS / "learning" / "inventory_drift.json"  # python -m specviz bench --stream ... --json <this>
+STREAM = ASSETS / "streams" / "inventory_drift.json"
+
+
+@st.cache_data(show_spinner=False)
+def _recorded(path: str, stamp: float) -> dict[str, Any] | None:
+    try:
+        return load_stream_result(path)
+    except StreamError:
+        return None
+
+
+def recorded_stream() -> dict[str, Any] | None:
+    """The shipped result of the real run (SPECVIZ_LEARNING_FILE overrides, for tests); None when it is missing or
+    damaged."""
+    path = Path(os.environ.get("SPECVIZ_LEARNING_FILE") or RECORDED)
+    return _recorded(str(path), path.stat().st_mtime) if path.exists() else None
+
+
+def stream_requests() -> list[Request]:
+    return load_stream(STREAM)[1]
+
+
+def learning_view(rows: list[dict[str, Any]], summary: dict[str, Any], chart_key: str) -> None:
+    """The curve, and beside it the numbers that matter and what they mean."""
+    left, right = st.columns([3, 2], gap="large")
+    with left:
+        st.plotly_chart(charts.learning_figure(rows), key=f"learning-{chart_key}", config={"displayModeBar": False})
+    with right:
+        first, last = summary["controller"], summary["controller"]
+        n = min(WINDOW, len(rows))
+        c1, c2 = st.columns(2)
+        c1.metric(f"controller: accepted/round, first {n}", f"{first['first_mean_accepted_per_round']:.2f}")
+        c2.metric(
+            f"last {n}",
+            f"{last['last_mean_accepted_per_round']:.2f}",
+            f"{last['last_mean_accepted_per_round'] - first['first_mean_accepted_per_round']:+.2f}",
+        )
+        c1.metric(f"controller ÷ draft model, last {n}", f"{summary['controller_over_model_last']:.2f}×")
+        store = rows[-1]["store"]
+        c2.metric("traffic store", f"{store['requests']} req · {store['tokens']:,} tok")
+        hits = sum(r["store"]["hit_rate"] for r in rows) / len(rows)
+        st.caption(f"Store hit rate (drafts that found a match in earlier requests), mean over requests: {hits:.0%}")
+        if "drift" in summary:
+            d = summary["drift"]
+            back = d["recovered_after"]
+            st.caption(
+                f"The traffic changes at request {d['at'] + 1}. Before it the controller accepted "
+                f"{d['pre_drift_level']:.2f} tokens per round; "
+                + (f"it was back within 10% after {back} request(s)." if back else "it had not come back within 10%.")
+            )
+        st.markdown(EXPLANATION)
+
+
+EXPLANATION = (
+    "**How to read it.** Each request runs four times on the same pair: the target alone (the speed-up's "
+    "reference), then speculative decoding with the draft model, with the **traffic drafter** (a suffix match "
+    "over every earlier request and this one: it proposes what followed the longest earlier match, no model), "
+    "and with the **controller**, which each round takes traffic drafts when the match is confident, the draft "
+    "model otherwise, or both (the model goes on where the match ends). After each request its text joins the "
+    "store. Repeated boilerplate makes later requests cheaper: acceptance climbs; when the traffic changes "
+    "(a new language) old matches stop paying, the controller leans on the draft model, and the new kind of "
+    "request is learned in turn. Every output is checked equal to the target's alone."
+)
+
+
+@dataclass(frozen=True)
+class LearningChoice:
+    requests: list[Request]
+    slot: Any  # where the run button goes
+
+
+def learning_form(page: str) -> LearningChoice:
+    """Your request (it joins the stream), or the whole shipped stream replayed live."""
+    count = len(stream_requests())
+    what = st.radio(
+        "Run",
+        ["mine", "stream"],
+        key=key(page, "what"),
+        horizontal=True,
+        format_func=lambda v: "my request" if v == "mine" else f"the shipped stream, live ({count} requests: minutes)",
+    )
+    text = st.text_area(
+        "Your request (it is run with each drafter, then joins the traffic every later request drafts from)",
+        key=key(page, "request"),
+        height=110,
+        disabled=what == "stream",
+    )
+    requests = stream_requests() if what == "stream" else ([Request(text, "yours")] if text.strip() else [])
+    return LearningChoice(requests, st.columns([1, 4])[0])
+
+
+def stream_work(requests: list[Request], config: SpecConfig, chat: bool, first_index: int) -> Work:
+    """The requests in order, through run_stream on the pair's process-wide traffic store, holding the device."""
+
+    def work(job: Job, pair) -> list[dict[str, Any]]:
+        def progress(rows: list[dict[str, Any]]) -> None:
+            job.progress = f"request {len(rows)} of {len(requests)} done"
+            job.fraction = len(rows) / len(requests)
+
+        with exclusive(pair, job.cancel, job.on_wait):
+            job.state = "running"
+            return run_stream(
+                pair,
+                requests,
+                config,
+                chat=chat,
+                store=traffic_store(pair),
+                on_row=progress,
+                cancel=job.cancel,
+                first_index=first_index,
+            )
+
+    return work
+
+
+def forget_button(page: str, settings) -> None:
+    """Empty the traffic store of the pair in use (and its file in the model cache, when persistence is on)."""
+    lease = PAIRS.lease(settings.spec, pair_override()) if settings.has_pair else None
+    if lease is None:
+        return
+    with lease:
+        store = traffic_store(lease.pair)
+        label = f"Forget the traffic ({store.requests} requests, {store.tokens:,} tokens)"
+        if st.button(label, key=key(page, "forget"), icon=":material/delete:"):
+            forget(lease.pair)
+            st.rerun()
+
+
+def stream_live(job: Job) -> None:
+    st.progress(job.fraction, text=job.progress or "running the first request with each drafter…")
+
+
+def your_rows(page: str) -> list[dict[str, Any]]:
+    rows = page_state(page).result
+    return rows if isinstance(rows, list) else []
+
+
+def adopt_stream_rows(page: str, rows: list[dict[str, Any]], job: Job) -> None:
+    """Your new requests join the ones you ran before on this page."""
+    page_state(page).result = your_rows(page) + list(rows)
+
+
+def stream_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return summarize(rows)

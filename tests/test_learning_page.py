@@ -1,0 +1,124 @@
+"""The Learning page through AppTest on the tiny pair: the recorded curve shows at once (marked as recorded), a
+missing file is said so, and a typed request runs with each drafter, joins the traffic and is plotted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from specviz.bench.stream import Request, load_stream, run_stream
+from specviz.config import SpecConfig
+from specviz.tiny import tiny_pair
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory) -> Path:
+    """A result in bench --stream's format, from the tiny pair (the shipped one comes from the real pair)."""
+    rows = run_stream(
+        tiny_pair(),
+        [Request("a b a b a b", "one"), Request("a b a b a b", "one"), Request("c d c d", "two")],
+        SpecConfig(gamma=4, max_new_tokens=12),
+        chat=False,
+    )
+    path = tmp_path_factory.mktemp("learning") / "result.json"
+    doc = {
+        "stream": "t",
+        "config": SpecConfig(max_new_tokens=12).to_dict(),
+        "pair": {"target": "tiny", "device": "cpu"},
+    }
+    path.write_text(json.dumps({**doc, "requests": rows}), encoding="utf-8")
+    return path
+
+
+def open_page(monkeypatch, learning_file: Path) -> AppTest:
+    monkeypatch.setenv("SPECVIZ_PAIR", "tiny")
+    monkeypatch.setenv("SPECVIZ_LEARNING_FILE", str(learning_file))
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    at.switch_page("pages/learning.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_the_recorded_curve_shows_at_once(monkeypatch, recorded):
+    at = open_page(monkeypatch, recorded)
+    assert "learns from the requests" in at.title[0].value
+    assert any("Recorded with" in c.value for c in at.caption)
+    labels = [m.label for m in at.metric]
+    assert "controller: accepted/round, first 3" in labels and "traffic store" in labels
+    assert any("traffic changes at request 3" in c.value for c in at.caption)  # the phase switch
+
+
+def test_a_missing_recording_is_said(monkeypatch, tmp_path):
+    at = open_page(monkeypatch, tmp_path / "none.json")
+    assert any("missing or damaged" in w.value for w in at.warning)
+    damaged = tmp_path / "bad.json"
+    damaged.write_text('{"requests": [1, 2]}')
+    at = open_page(monkeypatch, damaged)
+    assert any("missing or damaged" in w.value for w in at.warning)
+
+
+def test_your_request_runs_with_each_drafter_and_joins_the_traffic(monkeypatch, recorded):
+    at = open_page(monkeypatch, recorded)
+    assert at.button(key="learning.run").disabled  # nothing typed yet
+    for _ in range(2):
+        at.text_area(key="learning.request").set_value("x y z x y z x y").run()
+        at.button(key="learning.run").click().run()
+        job = at.session_state["state.learning"].job
+        assert job.join(120)
+        at.run()
+        assert not at.exception, at.exception
+        assert job.state == "done", job.error
+    rows = at.session_state["state.learning"].result
+    assert [r["index"] for r in rows] == [0, 1]
+    assert all(set(r) >= {"model", "traffic", "controller", "baseline", "store"} for r in rows)
+    assert rows[1]["traffic"]["mean_accepted_per_round"] >= rows[0]["traffic"]["mean_accepted_per_round"]
+    assert len(at.get("plotly_chart")) == 2  # the recorded curve and yours
+
+
+def test_the_shipped_stream_loads():
+    name, requests = load_stream(ROOT / "assets" / "streams" / "inventory_drift.json")
+    assert len(requests) == 24 and {r.phase for r in requests} == {"python", "javascript"}
+    shipped = json.loads((ROOT / "assets" / "prompts.json").read_text(encoding="utf-8"))
+    bench = [p for prompts in shipped.values() for p in prompts]
+    assert not any(b[:40] in r.prompt or r.prompt[:40] in b for r in requests for b in bench)  # nothing shared
+
+
+def test_step_through_shows_the_controllers_choice(monkeypatch, recorded):
+    at = open_page(monkeypatch, recorded)
+    at.switch_page("pages/step_through.py").run()
+    at.sidebar.radio(key="cfg.drafter").set_value("controller").run()
+    for _ in range(2):  # the second run drafts from the first one's output (the process-wide store)
+        at.button(key="step.run").click().run()
+        job = at.session_state["state.step"].job
+        assert job.join(120)
+        at.run()
+        assert not at.exception, at.exception
+        assert job.state == "done", job.error
+    trace = at.session_state["state.step"].trace
+    sources = {r.draft_source for r in trace.rounds if r.drafted}
+    assert sources and sources <= {"traffic", "model", "both"}
+    k = next(r.index for r in trace.rounds if r.drafted)
+    at.slider(key="step.slider").set_value(k + 1).run()
+    page = "\n".join(h.value for h in at.html)
+    assert "· source " in page
+    assert any("**Source:" in m.value for m in at.markdown)
+
+
+def test_forget_empties_the_traffic_store(monkeypatch, recorded):
+    at = open_page(monkeypatch, recorded)
+    at.text_area(key="learning.request").set_value("p q p q p q").run()
+    at.button(key="learning.run").click().run()
+    assert at.session_state["state.learning"].job.join(120)
+    at.run()
+    forget = at.button(key="learning.forget")
+    assert "Forget the traffic (" in forget.label and "(0 requests" not in forget.label
+    forget.click().run()
+    assert not at.exception, at.exception
+    assert "(0 requests, 0 tokens)" in at.button(key="learning.forget").label

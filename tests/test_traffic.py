@@ -1,0 +1,328 @@
+"""The traffic drafter and the controller: the suffix structure (matches, counts, eviction), the controller's rule on
+scripted rates and confidences, greedy exactness on tiny random models, and traces with the controller's choices."""
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from specviz import runs
+from specviz.bench.stream import acceptance_metrics, run_stream, summarize
+from specviz.config import ConfigError, SpecConfig
+from specviz.engine import autoregressive_generate, run_to_end, speculative_generate
+from specviz.suffix import Proposal, SuffixIndex, TrafficStore, continuation, longest_match
+from specviz.tiny import tiny_pair
+from specviz.trace import TraceError, trace_from_json
+from specviz.traffic import (
+    ControllerDrafter,
+    SourceRate,
+    TrafficDrafter,
+    agreeing,
+    choose_source,
+    match_bucket,
+    traffic_length,
+    traffic_store,
+)
+
+
+def propose(store: TrafficStore, context: list[int], limit: int = 8, **kw) -> Proposal:
+    m, found = longest_match([store.index], context)
+    return continuation(found, m, limit, recency=store.recency(), **kw)
+
+
+# ---------------------------------------------------------------- the suffix structure
+
+
+def test_longest_match_and_its_counts():
+    store = TrafficStore()
+    store.add([1, 2, 3, 4, 5, 6])
+    store.add([9, 2, 3, 4, 7, 8])
+    store.add([9, 2, 3, 4, 7, 8])
+    m, found = longest_match([store.index], [0, 2, 3, 4])
+    assert m == 3 and len(found) == 3  # "2 3 4" occurs three times; "0 2 3 4" never
+    p = propose(store, [0, 2, 3, 4])
+    assert p.ids == (7, 8) and p.confidence == pytest.approx((2 / 3, 2 / 3))  # the most frequent continuation
+    m, found = longest_match([store.index], [1, 2, 3, 4])
+    assert m == 4 and len(found) == 1  # the longer match wins, even against more frequent shorter ones
+    assert propose(store, [1, 2, 3, 4]).ids == (5, 6)
+    assert longest_match([store.index], [4, 1]) == (0, [])  # a bigram never seen
+
+
+def test_draft_length_grows_with_the_match_and_stops_at_unsure_tokens():
+    store = TrafficStore()
+    store.add(list(range(40)))
+    assert len(propose(store, [10, 11], limit=30).ids) == 2  # m = 2: at most 2 tokens (max_spec_factor 1)
+    assert len(propose(store, list(range(5, 15)), limit=30).ids) == 10
+    assert len(propose(store, list(range(5, 15)), limit=3).ids) == 3
+    store.add([50, 51, 1])
+    store.add([50, 51, 2])
+    store.add([50, 51, 3])
+    assert propose(store, [50, 51], min_token_prob=0.5).ids == ()  # each continuation has a third of the count
+    assert len(propose(store, [50, 51], min_token_prob=0.3).ids) == 1
+    assert propose(store, [50, 51], min_token_prob=0.3).ids == (3,)  # a tie goes to the most recent request
+
+
+def positions(store: TrafficStore) -> dict:
+    """The index with each sequence id replaced by its ids (ids differ between stores, contents must not)."""
+    seqs = store.index.sequences
+    return {k: sorted((tuple(seqs[sid]), e) for sid, e in v) for k, v in store.index.positions.items()}
+
+
+def test_eviction_removes_a_request_exactly():
+    a, b, c = [5, 6, 7, 8, 5, 6, 9], [1, 5, 6, 7, 2], [3, 3, 3, 4]
+    store = TrafficStore(max_requests=2)
+    sa = store.add(a)
+    store.add(b)
+    store.add(c)  # over the cap: the least recently used, a, goes
+    alone = TrafficStore()
+    alone.add(b)
+    alone.add(c)
+    assert sa not in store.order and store.requests == 2
+    assert positions(store) == positions(alone)
+    assert store.tokens == len(b) + len(c)
+
+
+def test_a_used_request_is_kept_and_the_token_cap_holds():
+    store = TrafficStore(max_requests=2)
+    first = store.add([1, 2, 3, 4])
+    second = store.add([7, 8, 9, 10])
+    drafter = TrafficDrafter(store)
+    assert drafter.suggest([0, 1, 2], 4).ids == (3, 4)  # continues from the first request: it becomes recent
+    store.add([11, 12, 13])
+    assert first in store.order and second not in store.order
+    capped = TrafficStore(max_tokens=10)
+    for start in range(0, 40, 4):
+        capped.add(list(range(start, start + 4)))
+        assert capped.tokens <= 10
+    assert capped.requests == 2
+
+
+def test_the_live_request_is_matched_too_and_never_its_own_end():
+    drafter = TrafficDrafter(TrafficStore())
+    assert drafter.suggest([4, 5, 6, 4, 5], 4).ids == (6, 4)  # from earlier in this request (match "4 5")
+    assert drafter.suggest([1, 2, 3], 4).ids == ()  # a new request: the old one's ids are gone
+
+
+def test_persistence_round_trips(tmp_path):
+    store = TrafficStore()
+    store.add([1, 2, 3, 4])
+    store.add([5, 6, 7, 8, 9])
+    store.save(tmp_path / "t.json")
+    again = TrafficStore()
+    assert again.load(tmp_path / "t.json") == 2
+    assert list(again.index.sequences.values()) == [[1, 2, 3, 4], [5, 6, 7, 8, 9]]
+    (tmp_path / "bad.json").write_text(json.dumps({"format": "other", "sequences": [[1, 2, 3]]}))
+    assert TrafficStore().load(tmp_path / "bad.json") == 0
+    assert TrafficStore().load(tmp_path / "missing.json") == 0
+
+
+def test_suffix_index_remove_leaves_no_empty_keys():
+    index = SuffixIndex()
+    index.extend(0, [1, 2, 3, 1, 2, 3])
+    index.remove(0)
+    assert index.positions == {} and index.sequences == {}
+
+
+# ---------------------------------------------------------------- the controller's rule
+
+
+def proposal(n: int, first: float = 0.9) -> Proposal:
+    return Proposal(tuple(range(n)), (first,) * n, match_length=n, occurrences=3)
+
+
+@pytest.mark.parametrize(
+    "n, first, traffic, model, room, expected",
+    [
+        (0, 0.9, 0.9, 0.5, 8, "model"),  # no match
+        (4, 0.3, 0.9, 0.5, 8, "model"),  # an unsure match
+        (4, 0.9, 0.3, 0.6, 8, "model"),  # traffic drafts measurably worse than the model's
+        (4, 0.9, 0.55, 0.6, 8, "traffic"),  # within the margin: free tokens win
+        (8, 0.9, 0.9, 0.6, 8, "traffic"),  # a full-length proposal
+        (4, 0.9, 0.9, 0.6, 8, "both"),  # a short proposal of a reliable source: the model continues it
+        (4, 0.9, 0.65, 0.6, 8, "traffic"),  # short, but traffic not reliable enough to build on
+    ],
+)
+def test_choose_source_on_scripted_rates(n, first, traffic, model, room, expected):
+    assert choose_source(proposal(n, first), room, traffic, model, ends=False) == expected
+
+
+def test_nothing_follows_an_end_of_sequence():
+    assert choose_source(proposal(4), 8, 0.9, 0.6, ends=True) == "traffic"
+
+
+def test_traffic_length_follows_measured_acceptance():
+    assert traffic_length(0.3, 16) == 2
+    assert traffic_length(0.5, 16) == 3
+    assert traffic_length(0.9, 16) == 16
+    assert traffic_length(1.0, 6) == 6
+    lengths = [traffic_length(a / 10, 32) for a in range(10)]
+    assert lengths == sorted(lengths)
+
+
+def test_match_length_classes():
+    assert [match_bucket(m) for m in (2, 3, 4, 7, 8, 15, 16, 24)] == [0, 0, 1, 1, 2, 2, 3, 3]
+
+
+def test_source_rate_forgets_old_rounds():
+    rate = SourceRate(prior=0.6)
+    for _ in range(20):
+        rate.observe(4, 4)
+    assert rate.rate > 0.9
+    for _ in range(10):
+        rate.observe(0, 1)
+    assert rate.rate < 0.4  # below its prior: ten misses outweigh twenty old full rounds
+
+
+def test_agreeing_counts_the_checked_tokens():
+    assert agreeing([1, 2, 3], [1, 2, 9, 4]) == (2, 3)
+    assert agreeing([1, 2, 3], [1, 2, 3, 4]) == (3, 3)
+    assert agreeing([1, 2, 3], [1, 2]) == (2, 2)  # past the committed tokens: unchecked
+    assert agreeing([], [1]) == (0, 0)
+
+
+# ---------------------------------------------------------------- on tiny random models
+
+PROMPT = "def add(a, b):\n    return a + b\n\ndef add(a, b):"
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return tiny_pair()
+
+
+@pytest.fixture(scope="module")
+def prompt_ids(pair):
+    return pair.encode_prompt(PROMPT, chat=False)
+
+
+@pytest.mark.parametrize("drafter", ["traffic", "controller"])
+@pytest.mark.parametrize("schedule", ["constant", "auto"])
+def test_greedy_equals_target_alone_and_learns_from_traffic(pair, prompt_ids, drafter, schedule):
+    config = SpecConfig(gamma=6, gamma_max=12, schedule=schedule, drafter=drafter, max_new_tokens=40)
+    _, base = run_to_end(autoregressive_generate(pair, prompt_ids, config))
+    store = TrafficStore()
+    cold_rounds, cold = run_to_end(speculative_generate(pair, prompt_ids, config, traffic=store))
+    store.add(prompt_ids + list(base.token_ids))
+    warm_rounds, warm = run_to_end(speculative_generate(pair, prompt_ids, config, traffic=store))
+    assert cold.token_ids == base.token_ids == warm.token_ids
+    assert warm.accepted > cold.accepted and len(warm_rounds) < len(cold_rounds)  # it learned the output
+    assert {r.draft_source for r in warm_rounds} <= {"traffic", "model", "both", ""}
+    assert any(r.draft_source == "traffic" for r in warm_rounds)
+
+
+def test_the_controller_keeps_the_draft_cache_consistent(pair, prompt_ids, monkeypatch):
+    """Force "both" every round: the model continues traffic drafts; its cache must hold a prefix of the committed
+    ids after every rollback, and the output must not change."""
+    import specviz.traffic as traffic
+
+    monkeypatch.setattr(traffic, "choose_source", lambda p, room, t, m, ends: "both" if p.ids and not ends else "model")
+    seen: list[tuple[int, ...]] = []
+    original = ControllerDrafter.rollback
+
+    def checked(self, committed):
+        original(self, committed)
+        cached = self.model.state.ids
+        assert cached == committed[: len(cached)] and len(cached) <= len(committed) - 1
+        seen.append(tuple(self.choices))
+
+    monkeypatch.setattr(ControllerDrafter, "rollback", checked)
+    config = SpecConfig(gamma=6, drafter="controller", max_new_tokens=40)
+    _, base = run_to_end(autoregressive_generate(pair, prompt_ids, config))
+    store = TrafficStore()
+    store.add(prompt_ids + list(base.token_ids[:20]))
+    rounds, spec = run_to_end(speculative_generate(pair, prompt_ids, config, traffic=store))
+    assert spec.token_ids == base.token_ids
+    assert any(r.draft_source == "both" for r in rounds)
+    assert all(r.draft_forwards >= 1 for r in rounds if r.draft_source == "both")
+
+
+def test_traffic_runs_without_a_draft_model(prompt_ids):
+    config = SpecConfig(gamma=4, drafter="traffic", max_new_tokens=12)
+    no_draft = replace(tiny_pair(), draft=None)
+    _, spec = run_to_end(speculative_generate(no_draft, prompt_ids, config, traffic=TrafficStore()))
+    assert spec.new_tokens == 12
+
+
+def test_run_trace_teaches_the_process_wide_store(pair):
+    store = traffic_store(pair)
+    before = store.requests
+    runs.run_trace(pair, "1, 2, 3, 1, 2,", SpecConfig(gamma=3, max_new_tokens=8), chat=False)
+    assert store.requests == before + 1 or store.requests == store.max_requests
+
+
+def test_unknown_drafter_is_refused():
+    with pytest.raises(ConfigError, match="traffic"):
+        SpecConfig(drafter="suffix").validate()
+
+
+# ---------------------------------------------------------------- traces and the stream
+
+
+def controller_trace(pair):
+    config = SpecConfig(gamma=5, drafter="controller", max_new_tokens=30)
+    prompt = "1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2,"
+    runs.run_trace(pair, prompt, config, chat=False)  # the store learns this output
+    return runs.run_trace(pair, prompt, config, chat=False, baseline=True)
+
+
+def test_a_controller_trace_round_trips_with_its_choices(pair):
+    trace = controller_trace(pair)
+    assert trace_from_json(trace.to_json()) == trace
+    assert {r.draft_source for r in trace.rounds if r.drafted} <= {"traffic", "model", "both"}
+    assert any(r.draft_source for r in trace.rounds)
+
+
+def test_the_loader_refuses_a_bad_or_misplaced_source(pair):
+    trace = controller_trace(pair)
+    data = json.loads(trace.to_json())
+    index = next(i for i, r in enumerate(data["rounds"]) if r["drafted"])
+    data["rounds"][index]["draft_source"] = "oracle"
+    with pytest.raises(TraceError, match="draft_source"):
+        trace_from_json(json.dumps(data))
+    data["rounds"][index]["draft_source"] = ""  # a controller round that drafted must name its source
+    with pytest.raises(TraceError, match="draft_source"):
+        trace_from_json(json.dumps(data))
+    model = json.loads(runs.run_trace(pair, "1, 2, 3,", SpecConfig(gamma=3, max_new_tokens=8), chat=False).to_json())
+    model["rounds"][0]["draft_source"] = "traffic"  # the model drafter never names one
+    with pytest.raises(TraceError, match="draft_source"):
+        trace_from_json(json.dumps(model))
+    del model["rounds"][0]["draft_source"]  # older traces have no such field
+    assert trace_from_json(json.dumps(model)).rounds[0].draft_source == ""
+
+
+def test_stream_rows_and_metrics(pair):
+    from specviz.bench.stream import Request
+
+    requests = [Request("1, 2, 3, 1, 2, 3,", "a"), Request("1, 2, 3, 1, 2, 3,", "a"), Request("x y z x y", "b")]
+    config = SpecConfig(gamma=4, max_new_tokens=16)
+    rows = run_stream(pair, requests, config, chat=False)
+    assert [r["store"]["requests"] for r in rows] == [1, 2, 3]
+    assert rows[1]["traffic"]["mean_accepted_per_round"] > rows[0]["traffic"]["mean_accepted_per_round"]
+    for r in rows:
+        for drafter in ("model", "traffic", "controller"):
+            m = r[drafter]
+            assert m["mean_acceptance_length"] == pytest.approx(1 + m["accepted"] / max(m["drafts"], 1))
+            rates = m["per_position_acceptance_rate"]
+            assert rates == sorted(rates, reverse=True) and all(0 <= x <= 1 for x in rates)
+    summary = summarize(rows)
+    assert summary["drift"]["at"] == 2
+    assert acceptance_metrics([])["mean_acceptance_length"] == 1.0
+
+
+def test_persistence_is_off_by_default_and_kept_in_the_model_cache_when_on(pair, monkeypatch, tmp_path):
+    import specviz.traffic as traffic
+
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
+    monkeypatch.delenv(traffic.PERSIST_ENV, raising=False)
+    monkeypatch.setattr(traffic, "_STORES", {})
+    assert traffic.persist_path(pair) is None
+    traffic.remember(pair, [1, 2, 3, 4])
+    assert not list(tmp_path.rglob("*.json"))  # off: nothing written
+    monkeypatch.setenv(traffic.PERSIST_ENV, "1")
+    traffic.remember(pair, [5, 6, 7, 8])
+    path = traffic.persist_path(pair)
+    assert path.is_file() and path.is_relative_to(tmp_path / "traffic")
+    monkeypatch.setattr(traffic, "_STORES", {})  # a restart
+    assert list(traffic_store(pair).index.sequences.values()) == [[1, 2, 3, 4], [5, 6, 7, 8]]
+    traffic.forget(pair)
+    assert traffic_store(pair).requests == 0 and not path.exists()

@@ -1,0 +1,70 @@
+"""Sampling with the traffic drafter and the controller is lossless: the first two tokens of many seeded runs follow
+the target's exact joint distribution (chi-square, as in test_lossless.py), with a store whose match proposes the
+first two tokens. The controller is made to choose "both" (traffic tokens with point-mass rows, then the model's),
+and a broken variant (uniform rows in place of the point masses) must be caught."""
+
+import pytest
+from test_lossless import PROMPT, RUNS, chi_square_rejects, exact_joint
+
+import specviz.traffic as traffic
+from specviz.config import SpecConfig
+from specviz.engine import run_to_end, speculative_generate
+from specviz.suffix import TrafficStore
+from specviz.tiny import tiny_pair
+
+STORED = PROMPT + [4, 0]  # the whole prompt matches: the store proposes 4, 0 (fewer than gamma: room for the model)
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return tiny_pair("abcde", seed=1, noise=0.6)  # vocabulary of 6; a draft far from the target
+
+
+def store() -> TrafficStore:
+    s = TrafficStore()
+    s.add(STORED)
+    return s
+
+
+def joint(pair, config: SpecConfig) -> tuple[dict, dict[str, int]]:
+    """Counts of the first two tokens over RUNS seeds, and how often each source drafted round 0."""
+    counts: dict[tuple[int, int], int] = {}
+    sources: dict[str, int] = {}
+    for seed in range(RUNS):
+        rounds, summary = run_to_end(
+            speculative_generate(pair, PROMPT, SpecConfig(**{**config.to_dict(), "seed": seed}), traffic=store())
+        )
+        key = tuple(summary.token_ids[:2])
+        counts[key] = counts.get(key, 0) + 1
+        sources[rounds[0].draft_source] = sources.get(rounds[0].draft_source, 0) + 1
+    return counts, sources
+
+
+CONFIGS = {
+    "traffic": SpecConfig(gamma=3, temperature=1.0, drafter="traffic", max_new_tokens=3),
+    "controller, both": SpecConfig(gamma=3, temperature=1.0, drafter="controller", max_new_tokens=4),
+    "controller, both, top-k 4": SpecConfig(gamma=3, temperature=0.8, top_k=4, drafter="controller", max_new_tokens=4),
+}
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_first_two_tokens_follow_the_target(pair, name, monkeypatch):
+    monkeypatch.setattr(traffic, "BOTH_RATE", 0.0)  # the controller builds on every traffic proposal
+    config = CONFIGS[name]
+    counts, sources = joint(pair, config)
+    assert sources.get("traffic" if config.drafter == "traffic" else "both") == RUNS  # the path under test ran
+    rejects, statistic, critical = chi_square_rejects(exact_joint(pair, config), counts, RUNS)
+    assert not rejects, f"{name}: chi-square {statistic:.1f} > {critical:.1f}"
+
+
+def test_traffic_tokens_recorded_with_a_wrong_q_are_detected(pair, monkeypatch):
+    """The bug: the controller gives the traffic tokens of a "both" draft a spread-out q (uniform rows) instead of a
+    point mass, so min(1, p/q) accepts them too often."""
+    monkeypatch.setattr(traffic, "BOTH_RATE", 0.0)
+    monkeypatch.setattr(
+        traffic, "point_mass_rows", lambda ids, like: like.new_full((len(ids), like.shape[-1]), 1 / like.shape[-1])
+    )
+    config = CONFIGS["controller, both"]
+    counts, _ = joint(pair, config)
+    rejects, statistic, critical = chi_square_rejects(exact_joint(pair, config), counts, RUNS)
+    assert rejects, f"the broken variant passed: chi-square {statistic:.1f} <= {critical:.1f}"
