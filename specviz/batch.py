@@ -29,6 +29,7 @@ from .engine import EngineError, make_generator, synchronize, vocab_width
 from .kvcache import fit_width
 from .sampling import build_warpers, probabilities, sample
 
+MAX_BATCH = 64  # rows one batched run takes (the bench's --batch and the app's batch list are capped here)
 PAD_ID = 0  # what a padding slot holds; the mask hides it, so any id the embedding has will do
 
 
@@ -175,6 +176,8 @@ def start_batch(
     config.validate()
     if not prompts or any(len(p) == 0 for p in prompts):
         raise EngineError("every prompt of the batch needs at least one token")
+    if len(prompts) > MAX_BATCH:
+        raise EngineError(f"a batch holds at most {MAX_BATCH} prompts, got {len(prompts)}")
     if speculative and pair.draft is None:
         raise EngineError("batched speculative decoding needs a draft model")
     width = vocab_width(pair)

@@ -72,6 +72,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--json", default=None, metavar="PATH", help="where to write the JSON (default: out/bench-<time>.json)"
     )
     parser.add_argument(
+        "--batch",
+        default=None,
+        metavar="SIZES",
+        help="batched mode, e.g. 1,2,4,8,16: T(n), batched plain vs speculative at each batch size (fixed --gamma)",
+    )
+    parser.add_argument(
+        "--batch-out", default=None, metavar="PATH", help="batched mode's JSON (default: assets/batching_<device>.json)"
+    )
+    parser.add_argument("--batch-repeats", type=int, default=3, help="batched mode: timed samples per forward")
+    parser.add_argument(
         "--curve-out",
         default=None,
         metavar="PATH",
@@ -138,6 +148,10 @@ def _curve_path(args: argparse.Namespace) -> Path | None:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.batch:
+        from .batching import main as batching_main
+
+        return batching_main(args, lambda: _load(args), config_from(args), _log)
     settings = _settings(args)
     categories = [c.strip() for c in args.categories.split(",") if c.strip()]
     prompts = load_prompts(args.prompts, categories, args.per_category)
