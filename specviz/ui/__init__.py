@@ -5,6 +5,7 @@ State: one PageState per page (`page_state`), one Shared slot (`shared`), widget
 The HTML and the words come from specviz.markup (pure, escaped, capped).
 """
 
+from .batching import batching_page
 from .curves import measured_section, runs_section, use_measured_c
 from .files import curves_dir, inject_css, load_prompts, recorded_traces, trace_download, trace_upload, verify_curves
 from .pair import pair_loader, require_pair
@@ -35,6 +36,7 @@ __all__ = [
     "adopt_lab_runs",
     "adopt_race",
     "adopt_trace",
+    "batching_page",
     "curves_dir",
     "history",
     "inject_css",
