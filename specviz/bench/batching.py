@@ -212,6 +212,20 @@ def format_batching(doc: dict) -> str:
     return "\n".join(lines)
 
 
+def add_batch_arguments(parser) -> None:
+    """bench's batched mode: --batch SIZES switches it on."""
+    parser.add_argument(
+        "--batch",
+        default=None,
+        metavar="SIZES",
+        help="batched mode, e.g. 1,2,4,8,16: T(n), batched plain vs speculative at each batch size (fixed --gamma)",
+    )
+    parser.add_argument(
+        "--batch-out", default=None, metavar="PATH", help="batched mode's JSON (default: assets/batching_<device>.json)"
+    )
+    parser.add_argument("--batch-repeats", type=int, default=3, help="batched mode: timed samples per forward")
+
+
 def parse_batches(text: str) -> tuple[int, ...]:
     """ "1,2,4,8,16" -> (1, 2, 4, 8, 16): distinct sizes from 1 to MAX_BATCH, ascending."""
     try:
@@ -229,7 +243,9 @@ def main(args, pair_loader: Callable[[], tuple], settings: SpecConfig, log: Call
     if args.threads:
         torch.set_num_threads(args.threads)
     categories = [c.strip() for c in args.categories.split(",") if c.strip()]
-    texts = [p for ps in load_prompts(args.prompts, categories, args.per_category).values() for p in ps]
+    by_category = list(load_prompts(args.prompts, categories, args.per_category).values())
+    # round robin over the categories, so that every batch mixes them
+    texts = [ps[i] for i in range(max(map(len, by_category))) for ps in by_category if i < len(ps)]
     from ..models import resolve_device
 
     default = ROOT / "assets" / f"batching_{resolve_device(args.device).type}.json"

@@ -15,6 +15,7 @@ from ..cli_args import add_config_arguments, config_from, output_path, pair_spec
 from ..config import SpecConfig
 from ..progress import ConsoleProgress
 from ..prompts import DEFAULT_PROMPTS, ROOT, load_prompts
+from .batching import add_batch_arguments
 from .curve import CURVE_GAMMAS, format_curve
 from .environment import is_prepacked
 from .methods import DEFAULT_METHODS, METHODS
@@ -71,16 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json", default=None, metavar="PATH", help="where to write the JSON (default: out/bench-<time>.json)"
     )
-    parser.add_argument(
-        "--batch",
-        default=None,
-        metavar="SIZES",
-        help="batched mode, e.g. 1,2,4,8,16: T(n), batched plain vs speculative at each batch size (fixed --gamma)",
-    )
-    parser.add_argument(
-        "--batch-out", default=None, metavar="PATH", help="batched mode's JSON (default: assets/batching_<device>.json)"
-    )
-    parser.add_argument("--batch-repeats", type=int, default=3, help="batched mode: timed samples per forward")
+    add_batch_arguments(parser)
     parser.add_argument(
         "--curve-out",
         default=None,
