@@ -24,6 +24,7 @@ ORDER = [
     "bench-and-loading.md",
     "testing.md",
     "gpu-check.md",
+    "batching.md",
 ]
 GENERATED = "<!-- Made by scripts/design_doc.py from docs/design/*.md: edit those, then run the script. -->"
 
