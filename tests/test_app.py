@@ -422,6 +422,7 @@ def test_lossless_greedy_sidebar_still_samples(app):
         ("theory", "Theory"),
         ("acceptance_lab", "Acceptance lab"),
         ("lossless", "Lossless"),
+        ("batching", "Batching"),
     ],
 )
 def test_every_page_renders(app, page, title):
