@@ -41,7 +41,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--dry-run", action="store_true", help="scaled-down models, short curve (a CPU rehearsal)")
     parser.add_argument("--batch", default=None, help=f"batch sizes (default {GPU_BATCHES}; dry run {DRY_RUN_BATCHES})")
     parser.add_argument("--gamma", type=int, default=4)
-    parser.add_argument("--batch-tokens", type=int, default=32, help="new tokens per row in the batched loops")
+    parser.add_argument("--batch-tokens", type=int, default=16, help="new tokens per row in the batched loops")
     return parser.parse_known_args(argv)[0]
 
 

@@ -18,8 +18,8 @@
 #   PYTHON=...                   interpreter (default: .venv/bin/python, else python3: the GPU machine's)
 #   SPECVIZ_LOSSLESS_RUNS=300    runs per config of test_lossless.py::test_first_two_tokens_follow_the_target (own: 2000)
 #   GPU_CHECK_TESTS="..."        the test files (default below); GPU_CHECK_TEST_TIMEOUT=90 seconds per test
-#   GPU_CHECK_BENCH_S=280, GPU_CHECK_BATCHING_S=70, GPU_CHECK_TESTS_S=150: the steps' time limits (worst case in
-#   all: about 560 s)
+#   GPU_CHECK_BENCH_S=280, GPU_CHECK_BATCHING_S=60, GPU_CHECK_TESTS_S=150: the steps' time limits (worst case in
+#   all: about 550 s)
 set -uo pipefail # no -e: a failing step must not stop the others
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
@@ -74,7 +74,7 @@ fi
 step bench "${GPU_CHECK_BENCH_S:-280}" "$OUTDIR/bench.log" \
   "$PY" scripts/gpu_check.py --device "$DEVICE" --out "$OUTDIR" --budget $((${GPU_CHECK_BENCH_S:-280} * 3 / 4)) "$@"
 
-step batching "${GPU_CHECK_BATCHING_S:-70}" "$OUTDIR/bench.log" \
+step batching "${GPU_CHECK_BATCHING_S:-60}" "$OUTDIR/bench.log" \
   "$PY" scripts/gpu_batching.py --device "$DEVICE" --out "$OUTDIR" "$@"
 
 timeout_flag=()
