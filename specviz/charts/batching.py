@@ -3,6 +3,8 @@ size (measured and predicted, the break-even marked), throughput of both methods
 
 from __future__ import annotations
 
+import math
+
 import plotly.graph_objects as go
 
 from .base import COLORS, _layout
@@ -37,7 +39,7 @@ def speedup_vs_batch_figure(doc: dict) -> go.Figure:
     even = doc.get("break_even_batch")
     if even is not None:
         fig.add_vline(
-            x=even,
+            x=math.log10(even),  # shapes on a log axis take the log of the position
             line=dict(color=COLORS["rejected"], dash="dash"),
             annotation_text=f"speculation stops paying: B = {even}",
             annotation_position="top right",

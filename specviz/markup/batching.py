@@ -46,6 +46,8 @@ def reading(doc: dict) -> str:
         lines.append(f"Up to B = {rows[-1]['batch']} it still pays here; larger batches are where it stops.")
         return " ".join(lines)
     row = next(r for r in rows if r["batch"] == even)
+    if row is first:
+        lines = []  # the sentence below says it of the first batch size
     lines.append(
         f"At **B = {even}** it no longer pays (**{row['measured_speedup']:.2f}×**): the verify is a forward over "
         f"n = {even * (gamma + 1)} tokens, which costs **{row['curve_verify_seconds'] / row['curve_step_seconds']:.2f}"
