@@ -43,6 +43,8 @@ class BatchCache:
     pads: torch.Tensor  # [B] long
     cache: DynamicCache = field(default_factory=DynamicCache)
     length: int = 0  # columns in the cache, padding included
+    # a draft narrower than its target reads the target-only ids as token 0 (kvcache.CachedModel.embedding_rows)
+    embedding_rows: int | None = None
 
     def mask(self, extra: int) -> torch.Tensor:
         """[B, length + extra] attention mask: 0 on each row's padding, 1 on its tokens."""
@@ -54,6 +56,8 @@ class BatchCache:
         """Append ids [B, k] (columns length .. length + k - 1); return their logits [B, k, width].
         Position of column c in row r: c - pads[r] (a padding column gets 0; it is masked anyway)."""
         k = ids.shape[1]
+        if self.embedding_rows is not None:
+            ids = torch.where(ids < self.embedding_rows, ids, torch.zeros_like(ids))
         columns = torch.arange(self.length, self.length + k, device=ids.device)
         positions = (columns[None, :] - self.pads[:, None]).clamp_min(0)
         out = self.model(
@@ -159,6 +163,10 @@ class BatchRun:
                     state.keep_rows(keep)
 
 
+def draft_rows(pair) -> int:
+    return pair.draft.config.get_text_config().vocab_size
+
+
 def left_padded(prompts: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
     """([B, L] ids with each prompt at the right end, [B] pads), L the longest prompt."""
     longest = max(len(p) for p in prompts)
@@ -189,7 +197,7 @@ def start_batch(
         warpers=build_warpers(config),
         generator=make_generator(pair.target.device, config.seed),
         target=BatchCache(pair.target, width, pads.clone()),
-        draft=BatchCache(pair.draft, width, pads.clone()) if speculative else None,
+        draft=BatchCache(pair.draft, width, pads.clone(), embedding_rows=draft_rows(pair)) if speculative else None,
         tokens=ids,
         rows=list(range(len(prompts))),
         outputs=[[] for _ in prompts],

@@ -9,6 +9,7 @@ end of sequence in one row. Sampling: the first two tokens of each row follow th
 import pytest
 import torch
 from test_lossless import chi_square_rejects
+from unequal_widths import unequal_pair
 
 import specviz.batch as batch
 from specviz.batch import RowCheck, batch_plain, batch_speculative, left_padded
@@ -161,3 +162,12 @@ def test_the_broken_cut_differs_only_where_a_draft_was_kept():
     )
     checks = [RowCheck([0], p, decision), RowCheck([0], p, decision)]
     assert fresh_draw_at_the_cut(checks) == batch.cut_round(checks) == [[1], [1]]
+
+
+@pytest.mark.parametrize("target_rows, draft_rows", [(29, 32), (32, 29)], ids=["wider draft", "wider target"])
+def test_unequal_widths_rows_equal_each_prompt_alone(target_rows, draft_rows):
+    """A draft narrower than the target reads the target-only ids as token 0; a wider one's extra ids are cut."""
+    pair = unequal_pair(target_rows, draft_rows, noise=0.05)
+    prompts = [[3, 4, 5, 6], [7, 8], [1, 2, 3, 4, 5, 6, 7, target_rows - 1]]  # the last: target-only when wider
+    config = SpecConfig(gamma=3, max_new_tokens=16)
+    assert batch_speculative(pair, prompts, config).token_ids == [alone(pair, p, config) for p in prompts]
