@@ -24,6 +24,7 @@ PAGES = [
     st.Page("pages/acceptance_lab.py", title="Acceptance lab", icon=":material/science:"),
     st.Page("pages/lossless.py", title="Lossless", icon=":material/verified:"),
     st.Page("pages/learning.py", title="Learning", icon=":material/trending_up:"),
+    st.Page("pages/batching.py", title="Batching", icon=":material/stacks:"),
 ]
 page = st.navigation(PAGES)
 ui.sidebar()

@@ -25,6 +25,7 @@ ORDER = [
     "testing.md",
     "gpu-check.md",
     "traffic.md",
+    "batching.md",
 ]
 GENERATED = "<!-- Made by scripts/design_doc.py from docs/design/*.md: edit those, then run the script. -->"
 

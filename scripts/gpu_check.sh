@@ -4,18 +4,22 @@
 #      into $GPU_CHECK_SITE, first on PYTHONPATH; scripts/gpu_versions.py then asserts within seconds that
 #      transformers is >= 5.20 with its requirements met and that torch has CUDA (else: stop, say what to do);
 #   1. the benchmark first (scripts/gpu_check.py: the only thing only a GPU can tell), phase by phase;
+#   1b. batching (scripts/gpu_batching.py): T(n) for n up to 4096, where a GPU's knee shows, and batched plain vs
+#      speculative decoding at B = 1..64 (docs/DESIGN.md, "Batching");
 #   2. the exactness, lossless (SPECVIZ_LOSSLESS_RUNS per config), auto-schedule, compiled and benchmark tests on
 #      CUDA (scripts/cuda_plugin.py), each under a per-test timeout, with junit XML and durations.
 # Every step runs even if one before it failed; the exit code is the worst one. At most 8 files under $OUT (or out/):
 #   versions.txt  nvidia-smi, python/torch/transformers versions, the wheel install
-#   bench.log, gpu-check-<device>.json (each phase written as it ends), verify_curve_<device>.json
+#   bench.log (the batching step's output too), gpu-check-<device>.json (each phase written as it ends),
+#   verify_curve_<device>.json, batching_<device>.json
 #   tests.log (with the slowest durations), junit.xml
 #   status.json   each step's exit code and seconds (written after every step)
 # Usage: OUT=... scripts/gpu_check.sh [gpu_check.py's options, e.g. --device cpu --dry-run for a rehearsal]
 #   PYTHON=...                   interpreter (default: .venv/bin/python, else python3: the GPU machine's)
 #   SPECVIZ_LOSSLESS_RUNS=300    runs per config of test_lossless.py::test_first_two_tokens_follow_the_target (own: 2000)
 #   GPU_CHECK_TESTS="..."        the test files (default below); GPU_CHECK_TEST_TIMEOUT=90 seconds per test
-#   GPU_CHECK_BENCH_S=280, GPU_CHECK_TESTS_S=150: the two steps' time limits (worst case in all: about 490 s)
+#   GPU_CHECK_BENCH_S=280, GPU_CHECK_BATCHING_S=60, GPU_CHECK_TESTS_S=150: the steps' time limits (worst case in
+#   all: about 550 s)
 set -uo pipefail # no -e: a failing step must not stop the others
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
@@ -69,6 +73,9 @@ fi
 
 step bench "${GPU_CHECK_BENCH_S:-280}" "$OUTDIR/bench.log" \
   "$PY" scripts/gpu_check.py --device "$DEVICE" --out "$OUTDIR" --budget $((${GPU_CHECK_BENCH_S:-280} * 3 / 4)) "$@"
+
+step batching "${GPU_CHECK_BATCHING_S:-60}" "$OUTDIR/bench.log" \
+  "$PY" scripts/gpu_batching.py --device "$DEVICE" --out "$OUTDIR" "$@"
 
 timeout_flag=()
 "$PY" -c "import pytest_timeout" 2>/dev/null && timeout_flag=(--timeout "${GPU_CHECK_TEST_TIMEOUT:-90}")

@@ -10,7 +10,8 @@
 #   - then the .whl/ transformers 5.24 wheel (scripts/gpu_wheels.sh fills it if absent) installed exactly as the
 #     script does on the device (--no-index --no-deps --target into a fresh folder, first on PYTHONPATH), and the
 #     whole script run end to end with --device cpu and scaled-down models and fewer lossless runs (its own test list);
-#   - last, its outputs checked: every step exit 0, at most 8 files, transformers 5.24 from the carried folder.
+#   - last, its outputs checked: every step exit 0, at most 8 files, transformers 5.24 from the carried folder, the
+#     batching result with its rows and greedy identity.
 # Usage: scripts/gpu_rehearsal.sh [OUTDIR]    (tests/test_gpu_check.py runs it; about 1-3 minutes once the venv exists)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -65,11 +66,14 @@ out, rc = Path(sys.argv[1]), int(sys.argv[2])
 files = sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())
 status = json.loads((out / "status.json").read_text())
 phases = json.loads((out / "gpu-check-cpu.json").read_text())["phases"]
+batching = json.loads((out / "batching_cpu.json").read_text())
 versions = (out / "versions.txt").read_text()
 problems = [f"exit {rc}"] if rc else []
 problems += [f"{len(files)} files (at most 8)"] if len(files) > 8 else []
 problems += [f"{name}: exit {s['rc']}" for name, s in status.items() if name != "worst" and s["rc"]]
 problems += [f"{name}: {s['status']}" for name, s in phases.items() if s["status"] != "ok"]
+problems += [] if [r["batch"] for r in batching["rows"]] == [1, 2] else ["batching: not B = 1, 2"]
+problems += [] if all(r["greedy_identical"] for r in batching["rows"]) else ["batching: greedy rows differ"]
 problems += [] if "transformers 5.24" in versions and "specviz-rehearsal-site" in versions else ["not 5.24 carried"]
 print("files:", ", ".join(map(str, files)))
 print("steps:", status)

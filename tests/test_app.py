@@ -423,6 +423,7 @@ def test_lossless_greedy_sidebar_still_samples(app):
         ("acceptance_lab", "Acceptance lab"),
         ("lossless", "Lossless"),
         ("learning", "learns from the requests"),
+        ("batching", "Batching"),
     ],
 )
 def test_every_page_renders(app, page, title):

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from specviz.batching_file import load_batching
+
 ROOT = Path(__file__).resolve().parent.parent
 REHEARSAL_CACHE = Path(os.environ.get("SPECVIZ_REHEARSAL_CACHE", Path.home() / ".cache" / "specviz" / "gpu-rehearsal"))
 PHASES = ["eager", "eager_constant_gamma4", "eager_alternatives", "compiled", "identity_fp32"]
@@ -66,7 +68,27 @@ def test_rehearsal_imitates_the_device(tmp_path):
     assert done.returncode == 0, tail
     assert "refused, as it should" in done.stdout and "gpu_rehearsal: OK" in done.stdout
     files = sorted(p.name for p in out.rglob("*") if p.is_file())
-    assert len(files) <= 8 and {"status.json", "versions.txt", "junit.xml", "gpu-check-cpu.json"} <= set(files)
+    assert len(files) <= 8 and {
+        "status.json",
+        "versions.txt",
+        "junit.xml",
+        "gpu-check-cpu.json",
+        "batching_cpu.json",
+    } <= set(files)
     status = json.loads((out / "status.json").read_text())
-    assert status["worst"] == 0 and list(status) == ["versions", "bench", "tests", "worst"]
+    assert status["worst"] == 0 and list(status) == ["versions", "bench", "batching", "tests", "worst"]
+    batching = load_batching(out / "batching_cpu.json")
+    assert [row["batch"] for row in batching["rows"]] == [1, 2] and batching["curve"]["tokens"][-1] == 32
     assert "transformers 5.24" in (out / "versions.txt").read_text()
+
+
+def test_gpu_batching_step_runs_on_cpu(tmp_path):
+    """gpu_check.sh's batching step, scaled down: a loadable batching result with greedy-identical rows."""
+    command = [sys.executable, "scripts/gpu_batching.py", "--device", "cpu", "--dry-run", "--out", str(tmp_path)]
+    command += ["--compile", "on"]  # gpu_check.py's options are passed on too, and ignored
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    doc = load_batching(tmp_path / "batching_cpu.json")
+    assert [row["batch"] for row in doc["rows"]] == [1, 2] and doc["curve"]["tokens"][-1] == 32
+    assert all(row["greedy_identical"] for row in doc["rows"])
+    assert "random Qwen2" in doc["target"]

@@ -15,6 +15,7 @@ from ..cli_args import add_config_arguments, config_from, output_path, pair_spec
 from ..config import SpecConfig
 from ..progress import ConsoleProgress
 from ..prompts import DEFAULT_PROMPTS, ROOT, load_prompts
+from .batching import add_batch_arguments
 from .curve import CURVE_GAMMAS, format_curve
 from .environment import is_prepacked
 from .methods import DEFAULT_METHODS, METHODS
@@ -78,6 +79,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json", default=None, metavar="PATH", help="where to write the JSON (default: out/bench-<time>.json)"
     )
+    add_batch_arguments(parser)
     parser.add_argument(
         "--curve-out",
         default=None,
@@ -174,6 +176,10 @@ def stream_main(args: argparse.Namespace) -> int:
 def main(args: argparse.Namespace) -> int:
     if args.stream:
         return stream_main(args)
+    if args.batch:
+        from .batching import main as batching_main
+
+        return batching_main(args, lambda: _load(args), config_from(args), _log)
     settings = _settings(args)
     categories = [c.strip() for c in args.categories.split(",") if c.strip()]
     prompts = load_prompts(args.prompts, categories, args.per_category)

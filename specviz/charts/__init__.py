@@ -6,6 +6,7 @@ tokens orange, accepted green, rejected red, bonus blue, plain decoding slate.
 
 from ..markup import visible  # token text with its whitespace made visible (and clipped)
 from .base import COLORS, FONT
+from .batching import forward_cost_figure, speedup_vs_batch_figure, throughput_figure
 from .learning import learning_figure
 from .runs import (
     gamma_figure,
@@ -22,6 +23,7 @@ __all__ = [
     "COLORS",
     "FONT",
     "expected_tokens_figure",
+    "forward_cost_figure",
     "gamma_figure",
     "group_figure",
     "learning_figure",
@@ -31,6 +33,8 @@ __all__ = [
     "position_figure",
     "progress_figure",
     "speedup_figure",
+    "speedup_vs_batch_figure",
+    "throughput_figure",
     "timeline_figure",
     "verify_curve_figure",
     "visible",

@@ -6,6 +6,7 @@ The HTML and the words come from specviz.markup (pure, escaped, capped).
 """
 
 from .advice import slow_run_note
+from .batching import batching_page
 from .curves import measured_section, runs_section, use_measured_c
 from .experiments import experiments_section, ten_minute_path
 from .files import curves_dir, inject_css, load_prompts, recorded_traces, trace_download, trace_upload, verify_curves
@@ -58,6 +59,7 @@ __all__ = [
     "adopt_lab_runs",
     "adopt_race",
     "adopt_trace",
+    "batching_page",
     "curves_dir",
     "experiment_traces",
     "experiments_section",

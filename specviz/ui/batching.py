@@ -1,0 +1,143 @@
+"""The Batching page's parts: the recorded results (assets/batching_<device>.json), a live run on the loaded pair
+with the user's batch sizes and prompts, and the figures, table and words for either."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import streamlit as st
+
+from .. import charts
+from ..batch import MAX_BATCH
+from ..batching_file import BatchingFileError, load_batching
+from ..bench.batching import CURVE_TOKENS, parse_batches, run_batching
+from ..config import ConfigError
+from ..markup import batching as words
+from ..runs import encode, exclusive
+from .files import curves_dir, load_prompts
+from .pair import require_pair
+from .state import Settings, key, page_state
+
+PAGE = "batching"
+NO_BAR = {"displayModeBar": False}
+MAX_LIVE_PROMPTS = 16
+LIVE_TOKENS = 256  # T(n) up to here in a live run
+
+
+def recorded_results() -> tuple[dict[str, dict], list[str]]:
+    """The recorded results by device, and one message per file that is not one."""
+    found: dict[str, dict] = {}
+    refused: list[str] = []
+    for path in sorted(curves_dir().glob("batching_*.json")):
+        try:
+            found[path.stem.removeprefix("batching_")] = load_batching(path)
+        except BatchingFileError as exc:
+            refused.append(words.failed_message(path.name, exc))
+    return found, refused
+
+
+def default_prompts() -> str:
+    """The first example prompt of each category, one per line."""
+    return "\n".join(prompts[0].replace("\n", " ") for prompts in load_prompts().values() if prompts)
+
+
+def live_form(settings: Settings) -> None:
+    """Batch sizes and prompts of the user's own run; the run itself happens on the press, in this script run."""
+    with st.expander("Run it yourself on the loaded pair", expanded=False):
+        st.caption(
+            "Batched plain and speculative decoding (greedy, fixed γ from the sidebar) at each batch size, after "
+            "timing T(n). On a CPU with the built-in pair this takes minutes; the tiny pair takes seconds."
+        )
+        sizes = st.text_input("Batch sizes", "1,2,4", key=key(PAGE, "sizes"), help=f"comma-separated, 1 to {MAX_BATCH}")
+        texts = st.text_area(
+            "Prompts, one per line (cycled to fill the largest batch)", default_prompts(), key=key(PAGE, "prompts")
+        )
+        tokens = st.slider("New tokens per row", 4, 64, 16, key=key(PAGE, "tokens"))
+        if st.button("Run the batches", key=key(PAGE, "run"), type="primary"):
+            _run_live(settings, sizes, texts, tokens)
+
+
+def _run_live(settings: Settings, sizes: str, texts: str, tokens: int) -> None:
+    state = page_state(PAGE)
+    state.error = None
+    if settings.config is None:
+        state.error = f"The sidebar's settings are out of range: {settings.config_error}"
+        return
+    prompts = [line.strip() for line in texts.splitlines() if line.strip()][:MAX_LIVE_PROMPTS]
+    if not prompts:
+        state.error = "Type at least one prompt."
+        return
+    try:
+        batches = parse_batches(sizes)
+    except ConfigError as exc:
+        state.error = str(exc).replace("--batch", "The batch sizes")
+        return
+    config = replace(settings.config, temperature=0.0, max_new_tokens=tokens)
+    lease = require_pair(settings)
+    if lease is None:
+        return
+    with lease, exclusive(lease.pair), st.spinner("Timing T(n), then both methods at each batch size…"):
+        ids = [encode(lease.pair, text, settings.chat) for text in prompts]
+        curve = tuple(n for n in CURVE_TOKENS if n <= LIVE_TOKENS)
+        state.result = run_batching(lease.pair, ids, config, batches, curve, repeats=1)
+
+
+def chosen_result(recorded: dict[str, dict]) -> tuple[dict | None, bool]:
+    """(the result to show, whether it is a recorded one): this session's run once there is one."""
+    state = page_state(PAGE)
+    options = (["your run"] if state.result is not None else []) + list(recorded)
+    if not options:
+        return None, False
+    choice = st.radio(
+        "Result shown",
+        options,
+        horizontal=True,
+        key=key(PAGE, "shown"),
+        format_func=lambda o: o if o == "your run" else f"recorded on {o}: {recorded[o]['device_name']}",
+    )
+    if choice == "your run" or choice not in recorded:
+        return state.result, False
+    return recorded[choice], True
+
+
+def show_result(doc: dict, recorded: bool) -> None:
+    st.html(words.source_html(doc, recorded))
+    st.markdown(words.reading(doc))
+    left, right = st.columns(2)
+    left.plotly_chart(charts.speedup_vs_batch_figure(doc), key=key(PAGE, "speedup"), config=NO_BAR)
+    right.plotly_chart(charts.throughput_figure(doc), key=key(PAGE, "throughput"), config=NO_BAR)
+    st.plotly_chart(charts.forward_cost_figure(doc), key=key(PAGE, "curve"), config=NO_BAR)
+    st.dataframe([table_row(row, doc["gamma"]) for row in doc["rows"]], hide_index=True, key=key(PAGE, "table"))
+
+
+def table_row(row: dict, gamma: int) -> dict:
+    return {
+        "B": row["batch"],
+        "tokens / round": round(row["tokens_per_round"], 2),
+        "plain tok/s": round(row["plain_tokens_per_second"], 1),
+        "speculative tok/s": round(row["speculative_tokens_per_second"], 1),
+        "measured speed-up": round(row["measured_speedup"], 2),
+        "predicted speed-up": round(row["predicted_speedup"], 2),
+        "T(B) s": round(row["curve_step_seconds"], 4),
+        f"T(B·{gamma + 1}) s": round(row["curve_verify_seconds"], 4),
+        "draft step s": round(row["draft_step_seconds"], 4),
+        "greedy identical": row["greedy_identical"],
+    }
+
+
+def batching_page(settings: Settings) -> None:
+    """Everything below the page's title: the chosen result, the explanation, the live run."""
+    recorded, refused = recorded_results()
+    for message in refused:
+        st.warning(message)
+    live_form(settings)
+    state = page_state(PAGE)
+    if state.error:
+        st.error(state.error)
+    doc, is_recorded = chosen_result(recorded)
+    if doc is None:
+        st.info("No recorded result here yet: run `python -m specviz bench --batch 1,2,4,8,16`, or run it above.")
+    else:
+        show_result(doc, is_recorded)
+    st.markdown("### Why the gain shrinks")
+    st.markdown(words.EXPLANATION)

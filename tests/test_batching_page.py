@@ -1,0 +1,91 @@
+"""The Batching page through AppTest, on the tiny pair: a recorded result shows at once (charts, table, the
+break-even reading), a damaged file is refused with a warning, a live run with the user's batch sizes shows as
+"your run", and bad batch sizes give an error, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from specviz.bench.batching import run_batching
+from specviz.config import SpecConfig
+from specviz.tiny import tiny_pair
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+
+
+@pytest.fixture(scope="module")
+def tiny_result() -> dict:
+    pair = tiny_pair(seed=0, noise=0.02)
+    doc = run_batching(pair, [[5, 6, 7], [8, 9]], SpecConfig(gamma=3, max_new_tokens=8), (1, 2, 4), (1, 2, 4, 8, 16))
+    return json.loads(json.dumps(doc))
+
+
+def open_page(monkeypatch, folder: Path) -> AppTest:
+    monkeypatch.setenv("SPECVIZ_PAIR", "tiny")
+    monkeypatch.setenv("SPECVIZ_CURVES_DIR", str(folder))
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    at.switch_page("pages/batching.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def texts(at: AppTest) -> str:
+    return "\n".join([m.value for m in at.markdown] + [h.value for h in at.html])
+
+
+def test_the_shipped_result_shows_at_once(monkeypatch):
+    at = open_page(monkeypatch, ROOT / "assets")
+    assert "recorded" in texts(at)
+    assert len(at.get("plotly_chart")) == 3
+    assert "no longer pays" in texts(at)  # this CPU's result reaches the break-even
+    assert not at.warning
+
+
+def test_a_damaged_file_is_refused_and_the_good_one_shows(monkeypatch, tmp_path, tiny_result):
+    (tmp_path / "batching_cpu.json").write_text(json.dumps(tiny_result))
+    (tmp_path / "batching_cuda.json").write_text('{"format": "specviz-batching", "version": 1, "rows": "x"}')
+    at = open_page(monkeypatch, tmp_path)
+    assert any("cuda" in w.value and "not a usable" in w.value for w in at.warning)
+    assert "recorded" in texts(at) and len(at.get("plotly_chart")) == 3
+    table = at.dataframe[0].value
+    assert list(table["B"]) == [1, 2, 4]
+
+
+def test_a_live_run_shows_as_your_run(monkeypatch, tmp_path):
+    at = open_page(monkeypatch, tmp_path)  # nothing recorded here
+    assert any("No recorded result" in i.value for i in at.info)
+    at.text_input(key="batching.sizes").set_value("1,3")
+    at.text_area(key="batching.prompts").set_value("abc\nhello there\nx")
+    at.slider(key="batching.tokens").set_value(6)
+    at.button(key="batching.run").click().run()
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    assert "your run" in texts(at)
+    table = at.dataframe[0].value
+    assert list(table["B"]) == [1, 3]
+    assert all(table["greedy identical"])
+
+
+@pytest.mark.parametrize("sizes", ["0,2", "a,b", "1," + str(10**6)])
+def test_bad_batch_sizes_give_an_error(monkeypatch, tmp_path, sizes):
+    at = open_page(monkeypatch, tmp_path)
+    at.text_input(key="batching.sizes").set_value(sizes)
+    at.button(key="batching.run").click().run()
+    assert not at.exception, at.exception
+    assert any("batch sizes" in e.value for e in at.error)
+
+
+def test_the_recorded_file_is_the_benchs_output(tmp_path):
+    """The shipped file is what bench --batch writes (format, rows for B = 1, 2, 4, 8, 16)."""
+    path = tmp_path / "copy.json"
+    shutil.copy(ROOT / "assets" / "batching_cpu.json", path)
+    doc = json.loads(path.read_text())
+    assert doc["format"] == "specviz-batching"
+    assert [row["batch"] for row in doc["rows"]] == [1, 2, 4, 8, 16]
