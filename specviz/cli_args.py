@@ -41,7 +41,7 @@ def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
 def add_config_arguments(parser: argparse.ArgumentParser, defaults: SpecConfig | None = None) -> None:
     """The SpecConfig settings, defaulting to `defaults` (SpecConfig()'s own when None)."""
     defaults = defaults if defaults is not None else SpecConfig()
-    parser.add_argument("--drafter", choices=["model", "ngram"], default=defaults.drafter)
+    parser.add_argument("--drafter", choices=["model", "ngram", "medusa"], default=defaults.drafter)
     parser.add_argument(
         "--gamma",
         type=int,

@@ -8,7 +8,7 @@ from typing import Literal
 from .errors import UserError
 
 Schedule = Literal["constant", "adaptive", "auto"]
-DrafterName = Literal["model", "ngram"]
+DrafterName = Literal["model", "ngram", "medusa"]
 
 MAX_NEW_TOKENS_LIMIT = 1024
 GAMMA_LIMIT = 32
@@ -66,8 +66,8 @@ class SpecConfig:
             raise ConfigError(f"top-p must be in (0, 1], got {self.top_p}")
         if not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS_LIMIT:
             raise ConfigError(f"max new tokens must be between 1 and {MAX_NEW_TOKENS_LIMIT}, got {self.max_new_tokens}")
-        if self.drafter not in ("model", "ngram"):
-            raise ConfigError(f"drafter must be 'model' or 'ngram', got {self.drafter!r}")
+        if self.drafter not in ("model", "ngram", "medusa"):
+            raise ConfigError(f"drafter must be 'model', 'ngram' or 'medusa', got {self.drafter!r}")
         if not 0 <= self.lookahead <= GAMMA_LIMIT:
             raise ConfigError(f"lookahead must be between 0 (off) and {GAMMA_LIMIT}, got {self.lookahead}")
         if not 0 <= self.alternatives <= MAX_ALTERNATIVES:

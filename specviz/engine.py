@@ -73,9 +73,13 @@ def make_generator(device: torch.device, seed: int) -> torch.Generator:
     return generator
 
 
-def make_drafter(pair, config: SpecConfig, width: int) -> Drafter:
+def make_drafter(pair, config: SpecConfig, width: int, target: CachedModel) -> Drafter:
     if config.drafter == "ngram":
         return NgramDrafter(config.ngram_size, pair.eos_ids)
+    if config.drafter == "medusa":
+        from .heads import MedusaDrafter, heads_for  # torch modules of their own: only for runs that use them
+
+        return MedusaDrafter(heads_for(pair.target, width), target, pair.eos_ids)
     if pair.draft is None:
         raise EngineError("this pair has no draft model: choose the n-gram drafter or load a draft model")
     return ModelDrafter(
@@ -155,11 +159,11 @@ def start_run(pair, prompt_ids: list[int], config: SpecConfig, *, speculative: b
         prompt_length=len(prompt_ids),
         warpers=build_warpers(config),
         generator=make_generator(pair.target.device, config.seed),
-        target=CachedModel(pair.target, width),
+        target=CachedModel(pair.target, width, keep_hidden=speculative and config.drafter == "medusa"),
         eos=pair.eos_ids,
     )
     if speculative:
-        run.drafter = make_drafter(pair, config, width)
+        run.drafter = make_drafter(pair, config, width, run.target)
         run.confidence = draft_confidence(config)
         run.branching = config.alternatives > 0 and run.target.can_branch
     run.start = run.now()

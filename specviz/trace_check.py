@@ -304,7 +304,7 @@ def _check_rounds(trace: Trace) -> None:
     # Before round 0 a cache holds the prompt but its last token (which goes into the first verify), or nothing
     # when the prompt is fused into round 0; the n-gram drafter has no cache.
     target = 0 if config.fuse_prompt else prompt - 1
-    caches = (target, 0 if config.drafter == "ngram" else target)
+    caches = (target, 0 if config.drafter in ("ngram", "medusa") else target)
     position = 0
     for i, r in enumerate(trace.rounds):
         where = f"rounds[{i}]"
@@ -333,7 +333,7 @@ def _check_caches(r: RoundEvent, where: str, before: tuple[int, int], committed:
         f"{where}.target_cache_after is {r.target_cache_after}; with {committed} tokens committed it is "
         f"{committed - 2} or {committed - 1}",
     )
-    most = 0 if drafter == "ngram" else committed - 1
+    most = 0 if drafter in ("ngram", "medusa") else committed - 1
     expect(r.draft_cache_after <= most, f"{where}.draft_cache_after is {r.draft_cache_after}; at most {most} here")
 
 
