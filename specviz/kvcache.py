@@ -208,7 +208,9 @@ class CachedModel:
         if not self.keep_hidden:
             return self.model(**inputs, cache=self.cache, use_cache=True, logits_to_keep=logits_to_keep).logits[0]
         states = self.model.base_model(**inputs, cache=self.cache, use_cache=True).last_hidden_state[0]
-        self.hidden = {(position, token): states[i] for i, (position, token) in enumerate(zip(positions, fed))}
+        self.hidden = {
+            (position, token): states[i] for i, (position, token) in enumerate(zip(positions, fed, strict=True))
+        }
         return self.model.get_output_embeddings()(states[-logits_to_keep:])
 
     def hidden_before(self, committed: list[int]) -> torch.Tensor | None:
