@@ -77,10 +77,12 @@ def test_reduced_vocabulary_maps_back_exactly(small_pair):
     torch.testing.assert_close(logits[:, [1, 4]], heads(hidden))  # the reduced columns land on their own ids
 
 
-@pytest.mark.parametrize("gamma, fuse", [(1, False), (3, False), (4, True), (6, False)])
-def test_greedy_medusa_equals_the_target(printable_pair, gamma, fuse):
+@pytest.mark.parametrize(
+    "gamma, fuse, alternatives", [(1, False, 0), (3, False, 0), (4, True, 0), (6, False, 0), (3, False, 2)]
+)
+def test_greedy_medusa_equals_the_target(printable_pair, gamma, fuse, alternatives):
     prompt = printable_pair.tokenizer("def add(a, b):\n    return a + b\n\ndef")["input_ids"]
-    config = SpecConfig(gamma=gamma, max_new_tokens=40, drafter="medusa", fuse_prompt=fuse)
+    config = SpecConfig(gamma=gamma, max_new_tokens=40, drafter="medusa", fuse_prompt=fuse, alternatives=alternatives)
     rounds, spec = run_to_end(speculative_generate(printable_pair, prompt, config))
     _, base = run_to_end(autoregressive_generate(printable_pair, prompt, config))
     assert spec.token_ids == base.token_ids
@@ -89,8 +91,15 @@ def test_greedy_medusa_equals_the_target(printable_pair, gamma, fuse):
     assert all(r.draft_cache_after == 0 for r in rounds)  # no draft model, no draft cache
 
 
-def test_medusa_sampling_is_lossless(small_pair):
-    config = SpecConfig(gamma=3, temperature=1.0, drafter="medusa", max_new_tokens=3)
+@pytest.mark.parametrize(
+    "config",
+    [
+        SpecConfig(gamma=3, temperature=1.0, drafter="medusa", max_new_tokens=3),
+        SpecConfig(gamma=2, temperature=0.8, top_k=4, drafter="medusa", alternatives=2, max_new_tokens=3),
+    ],
+    ids=["chain", "with alternatives, top-k 4"],
+)
+def test_medusa_sampling_is_lossless(small_pair, config):
     exact = exact_joint(small_pair, config)
     counts = empirical_joint(small_pair, config, RUNS)
     rejects, statistic, critical = chi_square_rejects(exact, counts, RUNS)
