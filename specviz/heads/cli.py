@@ -67,6 +67,7 @@ def format_accuracy(report: dict) -> str:
 
 def main(args: argparse.Namespace, load_pair, pair_spec) -> int:
     settings = settings_from(args)  # before the models load
+    args.drafter = "medusa"  # the heads need no draft model: none is loaded unless --draft names one
     pair = load_pair(pair_spec(args), progress=ConsoleProgress())
     width = pair.target.config.get_text_config().vocab_size
     path = heads_path(target_fingerprint(pair.target))
