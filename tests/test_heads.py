@@ -196,11 +196,24 @@ def test_training_learns_and_the_file_round_trips(tmp_path):
     torch.testing.assert_close(loaded.full_logits(hidden), heads.full_logits(hidden))
 
 
+REPORT = {
+    "heads": 2,
+    "top1": [0.5, 0.2],
+    "top5": [0.7, 0.4],
+    "train_tokens": 100,
+    "heldout_tokens": 20,
+    "vocabulary": 30,
+    "collect_seconds": 1.0,
+    "train_seconds": 2.0,
+    "curve": [{"step": 1, "epoch": 1, "loss": 3.5}],
+}
+
+
 @pytest.fixture()
 def saved(tmp_path):
     pair = tiny_pair(seed=6)
     heads = random_heads(pair, count=2)
-    path = save_heads(heads, target_fingerprint(pair.target), {"top1": [0.5, 0.2]}, tmp_path / "h.safetensors")
+    path = save_heads(heads, target_fingerprint(pair.target), REPORT, tmp_path / "h.safetensors")
     return pair, path
 
 

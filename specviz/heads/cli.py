@@ -96,6 +96,7 @@ def main(args: argparse.Namespace, load_pair, pair_spec) -> int:
     heads, report = train_medusa(
         pair.target, pair.tokenizer, width, settings, pair.eos_ids, progress=ConsoleProgress(), on_step=epoch_line
     )
+    report.where = f"{pair.names.get('target', '?')} on {pair.names.get('device', '?')}, {time.strftime('%Y-%m-%d')}"
     save_heads(heads, target_fingerprint(pair.target), report.to_dict(), path)
     print(
         f"trained {settings.heads} Medusa heads on {report.train_tokens} tokens "

@@ -21,6 +21,7 @@ from safetensors.torch import load_file, save_file
 from ..builtin import cache_root
 from ..errors import UserError
 from .medusa import MedusaHeads
+from .report import ReportError, check_report
 
 FORMAT = "specviz-medusa-1"
 
@@ -81,7 +82,12 @@ def load_heads(model: Any, vocab_width: int, path: Path | None = None) -> tuple[
     fingerprint = target_fingerprint(model)
     path = path or heads_path(fingerprint)
     if not path.exists():
-        raise HeadsError(f"no Medusa heads trained for this target yet: run python -m specviz train-heads ({path})")
+        raise HeadsError(
+            (
+                f"no Medusa heads trained for this target yet: train them on the Heads page, or run "
+                f"python -m specviz train-heads ({path})"
+            )
+        )
     try:
         metadata = read_metadata(path)
         tensors = load_file(str(path))
@@ -97,7 +103,9 @@ def load_heads(model: Any, vocab_width: int, path: Path | None = None) -> tuple[
                 f"the heads file {path} is damaged (its checksum does not match): delete it and train again"
             )
         count, hidden = int(metadata["count"]), int(metadata["hidden"])
-        report = json.loads(metadata["report"])
+        report = check_report(json.loads(metadata["report"]))
+    except ReportError as exc:
+        raise HeadsError(f"the heads file {path} has a bad training report ({exc}): delete it and train again") from exc
     except (KeyError, ValueError) as exc:
         raise HeadsError(f"the heads file {path} lacks its description ({exc}): delete it and train again") from exc
     return _build(tensors, count, hidden, vocab_width, path), report

@@ -65,6 +65,7 @@ class TrainReport:
     top1: list[float]  # per head, on the held-out files
     top5: list[float]
     curve: list[dict] = field(default_factory=list)
+    where: str = ""  # the pair, device and date it was measured on
 
     def to_dict(self) -> dict:
         return asdict(self)

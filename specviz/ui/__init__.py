@@ -7,6 +7,10 @@ The HTML and the words come from specviz.markup (pure, escaped, capped).
 
 from .curves import measured_section, runs_section, use_measured_c
 from .files import curves_dir, inject_css, load_prompts, recorded_traces, trace_download, trace_upload, verify_curves
+from .heads import heads_result
+from .heads import recorded_report as heads_recorded
+from .heads import train_live as heads_train_live
+from .heads import train_work as heads_train_work
 from .pair import pair_loader, require_pair
 from .prompt import prompt_picker
 from .race import adopt_race, race_live, race_to_show, race_upload, show_race
@@ -36,6 +40,10 @@ __all__ = [
     "adopt_race",
     "adopt_trace",
     "curves_dir",
+    "heads_recorded",
+    "heads_result",
+    "heads_train_live",
+    "heads_train_work",
     "history",
     "inject_css",
     "key",

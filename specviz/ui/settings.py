@@ -157,16 +157,18 @@ def _speculation_section() -> None:
     st.markdown("### Speculation")
     st.radio(
         "Drafter",
-        ["model", "ngram"],
+        ["model", "ngram", "medusa"],
         key=cfg("drafter"),
         horizontal=True,
-        format_func=lambda d: {"model": "draft model", "ngram": "n-gram lookup"}[d],
+        format_func=lambda d: {"model": "draft model", "ngram": "n-gram lookup", "medusa": "Medusa heads"}[d],
         help="The n-gram drafter copies what followed the last occurrence of the current text "
-        "(prompt lookup): no model, q is a point mass.",
+        "(prompt lookup): no model, q is a point mass. Medusa heads guess from the target's own hidden "
+        "state, no second model (train them on the Heads page first).",
     )
-    if _value("drafter") == "ngram":
+    drafter = _value("drafter")
+    if drafter == "ngram":
         st.slider("Longest n-gram to match", 1, 8, key=cfg("ngram"))
-    else:
+    if drafter == "model":
         st.slider(
             "Lookahead: lookup guesses per draft pass",
             0,
@@ -176,6 +178,7 @@ def _speculation_section() -> None:
             "at once, and while the draft's own draws agree with them it needs no further pass. "
             "Each token is still drawn from the draft's q; only the passes are fewer (marked ⇢).",
         )
+    if drafter != "ngram":
         st.slider(
             "Alternatives for the last draft token",
             0,
