@@ -105,7 +105,12 @@ def _print_run(trace) -> None:
     from .runs import speedup
 
     s, config = trace.summary, trace.config
-    drafter = {"model": trace.pair.get("draft"), "ngram": "n-gram lookup", "medusa": "Medusa heads"}[config.drafter]
+    drafter = {
+        "model": trace.pair.get("draft"),
+        "ngram": "n-gram lookup",
+        "medusa": "Medusa heads",
+        "eagle": "EAGLE head",
+    }[config.drafter]
     print(s.text)
     print(f"\n--- speculative ({trace.pair.get('target')} <- {drafter}, {trace.pair.get('device')}) ---")
     print(

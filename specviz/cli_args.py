@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from .config import ConfigError, SpecConfig
+from .config import DRAFTERS, ConfigError, SpecConfig
 from .errors import OutputError
 from .models import PairSpec
 
@@ -41,7 +41,7 @@ def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
 def add_config_arguments(parser: argparse.ArgumentParser, defaults: SpecConfig | None = None) -> None:
     """The SpecConfig settings, defaulting to `defaults` (SpecConfig()'s own when None)."""
     defaults = defaults if defaults is not None else SpecConfig()
-    parser.add_argument("--drafter", choices=["model", "ngram", "medusa"], default=defaults.drafter)
+    parser.add_argument("--drafter", choices=list(DRAFTERS), default=defaults.drafter)
     parser.add_argument(
         "--gamma",
         type=int,

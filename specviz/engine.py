@@ -25,7 +25,7 @@ import torch
 from transformers import LogitsProcessorList
 
 from .acceptance import Decision, pick_alternatives, verify
-from .config import SpecConfig
+from .config import HEAD_DRAFTERS, SpecConfig
 from .drafters import Draft, Drafter, ModelDrafter, NgramDrafter
 from .errors import UserError
 from .kvcache import CachedModel
@@ -76,10 +76,11 @@ def make_generator(device: torch.device, seed: int) -> torch.Generator:
 def make_drafter(pair, config: SpecConfig, width: int, target: CachedModel) -> Drafter:
     if config.drafter == "ngram":
         return NgramDrafter(config.ngram_size, pair.eos_ids)
-    if config.drafter == "medusa":
-        from .heads import MedusaDrafter, heads_for  # torch modules of their own: only for runs that use them
+    if config.drafter in HEAD_DRAFTERS:
+        from .heads import EagleDrafter, MedusaDrafter, heads_for  # torch modules of their own: only when used
 
-        return MedusaDrafter(heads_for(pair.target, width), target, pair.eos_ids)
+        drafter = EagleDrafter if config.drafter == "eagle" else MedusaDrafter
+        return drafter(heads_for(pair.target, width, config.drafter), target, pair.eos_ids)
     if pair.draft is None:
         raise EngineError("this pair has no draft model: choose the n-gram drafter or load a draft model")
     return ModelDrafter(
@@ -159,7 +160,7 @@ def start_run(pair, prompt_ids: list[int], config: SpecConfig, *, speculative: b
         prompt_length=len(prompt_ids),
         warpers=build_warpers(config),
         generator=make_generator(pair.target.device, config.seed),
-        target=CachedModel(pair.target, width, keep_hidden=speculative and config.drafter == "medusa"),
+        target=CachedModel(pair.target, width, keep_hidden=speculative and config.drafter in HEAD_DRAFTERS),
         eos=pair.eos_ids,
     )
     if speculative:

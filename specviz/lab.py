@@ -48,7 +48,9 @@ def short(text: str, limit: int) -> str:
 
 
 def drafter_name(drafter: str) -> str:
-    return {"model": "draft model", "ngram": "n-gram", "medusa": "Medusa heads"}.get(drafter, drafter)
+    return {"model": "draft model", "ngram": "n-gram", "medusa": "Medusa heads", "eagle": "EAGLE head"}.get(
+        drafter, drafter
+    )
 
 
 def plan_batch(

@@ -304,7 +304,9 @@ def _check_rounds(trace: Trace) -> None:
     # Before round 0 a cache holds the prompt but its last token (which goes into the first verify), or nothing
     # when the prompt is fused into round 0; the n-gram drafter has no cache.
     target = 0 if config.fuse_prompt else prompt - 1
-    caches = (target, 0 if config.drafter in ("ngram", "medusa") else target)
+    # Medusa's heads keep no cache; EAGLE's holds one entry per committed token but the newest two before round 0.
+    draft = {"ngram": 0, "medusa": 0, "eagle": max(0, target - 1)}.get(config.drafter, target)
+    caches = (target, draft)
     position = 0
     for i, r in enumerate(trace.rounds):
         where = f"rounds[{i}]"
@@ -372,9 +374,11 @@ def _check_round(r: RoundEvent, config: Any, where: str) -> bool:
             len(getattr(r, name)) <= config.record_top,
             f"{where}.{name} has {len(getattr(r, name))} tokens; the settings' record_top is {config.record_top}",
         )
-    model = config.drafter == "model"
+    # A draft model or the EAGLE head: one to n passes (lookahead shares some); Medusa's heads: one pass for all
+    # n; the n-gram drafter: none.
+    most = {"ngram": 0, "medusa": min(n, 1)}.get(config.drafter, n)
     expect(
-        r.draft_forwards == 0 if not (model and n) else 1 <= r.draft_forwards <= n,
+        min(n, 1) <= r.draft_forwards <= most if config.drafter != "ngram" else r.draft_forwards == 0,
         f"{where}.draft_forwards is {r.draft_forwards} for {n} tokens drafted by the {config.drafter} drafter",
     )
     _check_draws(r.drafted, config.greedy, f"{where}.drafted")

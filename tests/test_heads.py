@@ -27,6 +27,8 @@ from specviz.heads.train import (
     train_medusa,
 )
 from specviz.tiny import tiny_pair
+from specviz.trace import Trace
+from specviz.trace_check import check_trace
 
 
 def random_heads(pair, count: int = 3, keep: list[int] | None = None, seed: int = 0) -> MedusaHeads:
@@ -89,6 +91,9 @@ def test_greedy_medusa_equals_the_target(printable_pair, gamma, fuse, alternativ
     assert all(len(r.drafted) <= min(gamma, 4) for r in rounds)
     assert sum(len(r.drafted) for r in rounds) > 0  # the heads did draft
     assert all(r.draft_cache_after == 0 for r in rounds)  # no draft model, no draft cache
+    assert all(r.draft_forwards == (1 if r.drafted else 0) for r in rounds)  # one pass of the heads per draft
+    trace = Trace(config=config, pair={}, prompt="def", prompt_ids=tuple(prompt), rounds=tuple(rounds), summary=spec)
+    check_trace(trace)  # the strict loader accepts what the engine records
 
 
 @pytest.mark.parametrize(

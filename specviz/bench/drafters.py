@@ -18,7 +18,7 @@ from .environment import PeakMemory, environment, now
 from .methods import Run, run_method
 from .run import WARMUP_TOKENS, Log, _quiet
 
-DRAFTERS = ("model", "ngram", "medusa")
+DRAFTERS = ("model", "ngram", "medusa", "eagle")
 
 
 def check_drafters(names: list[str], pair_has_draft: bool) -> list[str]:

@@ -1,5 +1,5 @@
-"""python -m specviz train-heads: train Medusa heads on the target (or load them from the model cache) and print
-the per-head accuracy on held-out files beside the Medusa paper's Vicuna-7B figures."""
+"""python -m specviz train-heads [--kind medusa|eagle]: train heads on the target (or load them from the model
+cache) and print their accuracy on held-out files (Medusa's beside the paper's Vicuna-7B figures)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,13 @@ import time
 
 from ..errors import UserError
 from ..progress import ConsoleProgress
+from .eagle_train import train_eagle
 from .store import HeadsError, heads_path, load_heads, save_heads, target_fingerprint
 from .train import TrainSettings, TrainStep, train_medusa
 
 # Medusa-1 on Vicuna-7B, top-1 accuracy of heads 1-4 (Cai et al. 2024, Figure 2 / Table 1)
 PUBLISHED_TOP1 = (0.56, 0.32, 0.20, 0.15)
+NAMES = {"medusa": "Medusa heads", "eagle": "EAGLE head"}
 
 
 class TrainHeadsError(UserError, ValueError):
@@ -21,6 +23,7 @@ class TrainHeadsError(UserError, ValueError):
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = TrainSettings()
+    parser.add_argument("--kind", choices=list(NAMES), default="medusa", help="Medusa-1 heads or an EAGLE head")
     parser.add_argument("--heads", type=int, default=defaults.heads, help="Medusa heads K (1-8)")
     parser.add_argument("--tokens", type=int, default=defaults.train_tokens, help="training tokens of local text")
     parser.add_argument("--heldout-tokens", type=int, default=defaults.heldout_tokens, help="held-out tokens")
@@ -57,7 +60,12 @@ def settings_from(args: argparse.Namespace) -> TrainSettings:
     )
 
 
-def format_accuracy(report: dict) -> str:
+def format_accuracy(report: dict, kind: str = "medusa") -> str:
+    if kind == "eagle":
+        return (
+            "EAGLE head, the next token from the target's true feature (held out): "
+            f"top-1 {report['top1'][0]:.3f}, top-5 {report['top5'][0]:.3f}"
+        )
     lines = ["head  top-1  top-5  | Medusa-1 on Vicuna-7B, top-1"]
     for k, (top1, top5) in enumerate(zip(report["top1"], report["top5"], strict=True)):
         published = f"{PUBLISHED_TOP1[k]:.2f}" if k < len(PUBLISHED_TOP1) else "-"
@@ -67,41 +75,44 @@ def format_accuracy(report: dict) -> str:
 
 def main(args: argparse.Namespace, load_pair, pair_spec) -> int:
     settings = settings_from(args)  # before the models load
-    args.drafter = "medusa"  # the heads need no draft model: none is loaded unless --draft names one
+    kind, what = args.kind, NAMES[args.kind]
+    args.drafter = kind  # heads need no draft model: none is loaded unless --draft names one
     pair = load_pair(pair_spec(args), progress=ConsoleProgress())
     width = pair.target.config.get_text_config().vocab_size
-    path = heads_path(target_fingerprint(pair.target))
+    path = heads_path(target_fingerprint(pair.target), kind)
     if not args.retrain and path.exists():
         started = time.perf_counter()
         try:
-            _, report = load_heads(pair.target, width, path)
+            _, report = load_heads(pair.target, width, path, kind=kind)
         except HeadsError as exc:
             print(f"{exc}; training again")
         else:
-            print(
-                f"Medusa heads loaded from {path} in {time.perf_counter() - started:.1f} s (--retrain to train again)"
-            )
-            print(format_accuracy(report))
+            seconds = time.perf_counter() - started
+            print(f"{what} loaded from {path} in {seconds:.1f} s (--retrain to train again)")
+            print(format_accuracy(report, kind))
             return 0
+    train = train_eagle if kind == "eagle" else train_medusa
+    heads, report = train(
+        pair.target, pair.tokenizer, width, settings, pair.eos_ids, progress=ConsoleProgress(), on_step=_epoch_lines()
+    )
+    report.where = f"{pair.names.get('target', '?')} on {pair.names.get('device', '?')}, {time.strftime('%Y-%m-%d')}"
+    save_heads(heads, target_fingerprint(pair.target), report.to_dict(), path)
+    print(
+        f"trained the {what} on {report.train_tokens} tokens (output vocabulary {report.vocabulary}): "
+        f"target passes {report.collect_seconds:.0f} s, training {report.train_seconds:.0f} s; saved to {path}"
+    )
+    print(format_accuracy(report.to_dict(), kind))
+    return 0
+
+
+def _epoch_lines():
+    """An on_step callback that prints one line when an epoch starts."""
     last_epoch = [0]
 
     def epoch_line(step: TrainStep) -> None:
         if step.epoch != last_epoch[0]:
             last_epoch[0] = step.epoch
-            print(
-                f"epoch {step.epoch}: loss {step.loss:.3f}, "
-                f"head top-1 on the batch {', '.join(f'{a:.2f}' for a in step.top1)}"
-            )
+            top1 = ", ".join(f"{a:.2f}" for a in step.top1)
+            print(f"epoch {step.epoch}: loss {step.loss:.3f}, top-1 on the batch {top1}")
 
-    heads, report = train_medusa(
-        pair.target, pair.tokenizer, width, settings, pair.eos_ids, progress=ConsoleProgress(), on_step=epoch_line
-    )
-    report.where = f"{pair.names.get('target', '?')} on {pair.names.get('device', '?')}, {time.strftime('%Y-%m-%d')}"
-    save_heads(heads, target_fingerprint(pair.target), report.to_dict(), path)
-    print(
-        f"trained {settings.heads} Medusa heads on {report.train_tokens} tokens "
-        f"(output vocabulary {report.vocabulary}): "
-        f"target passes {report.collect_seconds:.0f} s, training {report.train_seconds:.0f} s; saved to {path}"
-    )
-    print(format_accuracy(report.to_dict()))
-    return 0
+    return epoch_line

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from ..errors import UserError
 from ..progress import Progress
 from .medusa import MEDUSA_DECAY, MedusaHeads
 
@@ -41,7 +42,9 @@ class TrainSettings:
 @dataclass(frozen=True)
 class Features:
     hidden: torch.Tensor  # [N, H] the target's final hidden states
-    labels: torch.Tensor  # [N, K] the target's argmax k + 1 positions on (its guess for x_{t+k+1}); IGNORE past a chunk
+    labels: torch.Tensor  # [N, K] the target's argmax k positions on (its guess for x_{t+k+1}); IGNORE past a chunk
+    ids: torch.Tensor  # [N] the text's tokens
+    lengths: tuple[int, ...] = ()  # the chunks' lengths, in order (N in all)
 
 
 @dataclass(frozen=True)
@@ -103,7 +106,7 @@ def token_chunks(tokenizer: Any, files: list[Path], tokens: int, chunk: int) -> 
 @torch.inference_mode()
 def collect(model: Any, chunks: list[list[int]], count: int, progress: Progress) -> Features:
     """Teacher-forced target passes: final hidden states and the labels of each head (see the module docstring)."""
-    hidden, labels = [], []
+    hidden, labels, flat = [], [], []
     lm_head = model.get_output_embeddings()
     for i, ids in enumerate(chunks):
         progress(f"target pass {i + 1}/{len(chunks)}", i / max(1, len(chunks)))
@@ -115,8 +118,9 @@ def collect(model: Any, chunks: list[list[int]], count: int, progress: Progress)
             shifted[: len(ids) - k, k - 1] = guesses[k:]
         hidden.append(states.float().cpu())
         labels.append(shifted)
+        flat.extend(ids)
     progress("target passes done", 1.0)
-    return Features(torch.cat(hidden), torch.cat(labels))
+    return Features(torch.cat(hidden), torch.cat(labels), torch.tensor(flat), tuple(len(ids) for ids in chunks))
 
 
 @torch.inference_mode()
@@ -211,6 +215,28 @@ def fit(
     return steps
 
 
+class TrainError(UserError, ValueError):
+    """Nothing to train on (too few tokens of text for the settings)."""
+
+
+def collect_both(
+    model: Any, tokenizer: Any, settings: TrainSettings, files: list[Path] | None, report_to: Progress
+) -> tuple[Features, Features]:
+    """Teacher-forced features of the training files and of the held-out files (split before reading)."""
+    train_files, heldout_files = split_files(files if files is not None else source_files(), settings.seed)
+    parts = []
+    for name, chosen, tokens, span in (
+        ("collecting", train_files, settings.train_tokens, (0.0, 0.45)),
+        ("held-out", heldout_files, settings.heldout_tokens, (0.45, 0.1)),
+    ):
+        chunks = token_chunks(tokenizer, chosen, tokens, settings.chunk)
+        if not chunks:
+            raise TrainError(f"no text to train on among {len(chosen)} files ({name})")
+        progress = lambda m, f, name=name, span=span: report_to(f"{name}: {m}", span[0] + span[1] * f)  # noqa: E731
+        parts.append(collect(model, chunks, settings.heads, progress))
+    return parts[0], parts[1]
+
+
 def train_medusa(
     model: Any,
     tokenizer: Any,
@@ -223,20 +249,8 @@ def train_medusa(
 ) -> tuple[MedusaHeads, TrainReport]:
     """Collect teacher-forced features on the training files, fit the heads, measure them on the held-out files."""
     report_to = progress or (lambda message, fraction: None)
-    train_files, heldout_files = split_files(files if files is not None else source_files(), settings.seed)
     started = time.perf_counter()
-    train = collect(
-        model,
-        token_chunks(tokenizer, train_files, settings.train_tokens, settings.chunk),
-        settings.heads,
-        lambda m, f: report_to(f"collecting: {m}", 0.45 * f),
-    )
-    heldout = collect(
-        model,
-        token_chunks(tokenizer, heldout_files, settings.heldout_tokens, settings.chunk),
-        settings.heads,
-        lambda m, f: report_to(f"held-out: {m}", 0.45 + 0.1 * f),
-    )
+    train, heldout = collect_both(model, tokenizer, settings, files, report_to)
     token_ids = reduced_vocabulary(train.labels, stop_ids)
     heads = MedusaHeads(train.hidden.shape[1], settings.heads, lm_head_rows(model, token_ids), token_ids, vocab_width)
     collected = time.perf_counter()

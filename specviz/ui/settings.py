@@ -157,13 +157,15 @@ def _speculation_section() -> None:
     st.markdown("### Speculation")
     st.radio(
         "Drafter",
-        ["model", "ngram", "medusa"],
+        ["model", "ngram", "medusa", "eagle"],
         key=cfg("drafter"),
         horizontal=True,
-        format_func=lambda d: {"model": "draft model", "ngram": "n-gram lookup", "medusa": "Medusa heads"}[d],
+        format_func=lambda d: {"model": "draft model", "ngram": "n-gram lookup", "medusa": "Medusa", "eagle": "EAGLE"}[
+            d
+        ],
         help="The n-gram drafter copies what followed the last occurrence of the current text "
-        "(prompt lookup): no model, q is a point mass. Medusa heads guess from the target's own hidden "
-        "state, no second model (train them on the Heads page first).",
+        "(prompt lookup): no model, q is a point mass. Medusa's heads and the EAGLE head guess from "
+        "the target's own hidden state, no second model (train them on the Heads page first).",
     )
     drafter = _value("drafter")
     if drafter == "ngram":
