@@ -1,4 +1,4 @@
-"""Heads: Medusa's extra decoding heads on the target itself, trained here, racing the draft model."""
+"""Heads: Medusa's heads and an EAGLE head on the target itself, trained here, racing the draft model."""
 
 import streamlit as st
 
@@ -15,40 +15,43 @@ st.title("Heads: speculation from the target's own hidden state")
 left, right = st.columns([3, 2], gap="large")
 with left:
     st.markdown(
-        "A draft model reads the **text** and runs a whole small network per guess. **Medusa** (Cai et al. 2024) "
-        "reads what the target has already computed: its last hidden state h, the vector its LM head turns into "
-        "the next token. K small **heads** on h each guess one position further ahead: head k the token k + 1 "
-        "positions on. One cheap pass gives the whole draft; there is no second model and no second KV cache. "
-        "The price: a head guesses blind to the tokens before its own position, so its accuracy falls fast "
-        "with k. **EAGLE** (a one-layer head run autoregressively on the target's features) fixes that; it is "
-        "not built here yet."
+        "A draft model reads the **text** and runs a whole small network per guess. Draft **heads** read what the "
+        "target has already computed: its last hidden state h, the vector its LM head turns into the next token. "
+        "**Medusa** (Cai et al. 2024) puts K small heads on h; head k guesses the token k + 1 positions on, all in "
+        "one cheap pass, blind to the guesses before its own (so its accuracy falls fast with k). **EAGLE** (Li et "
+        "al. 2024) trains one decoder layer to predict the target's *next* hidden state from the current one and "
+        "the token just chosen, and runs it autoregressively: it sees its own guesses, at the cost of one small "
+        "layer per token. Neither needs a second model; both end in the target's own (frozen) LM head."
     )
     st.markdown(
-        "The target checks the heads' guesses exactly as it checks a draft model's: accept d with probability "
+        "The target checks a head's guesses exactly as it checks a draft model's: accept d with probability "
         "min(1, p/q), q being the head's own distribution, and resample from the residual on a rejection, so the "
         "text still follows p. Medusa's paper also offers **typical acceptance** (keep d if p(d) is above a "
         "threshold), which is faster but **not lossless**; specviz never uses it."
     )
 with right:
-    st.latex(r"\text{head}_k(h_t) = W_{\text{LM}}\,\big(h_t + \operatorname{SiLU}(A_k h_t + b_k)\big)")
-    st.latex(r"\mathcal{L} = \sum_{k=1}^{K} 0.8^{k}\; \operatorname{CE}\!\big(\text{head}_k(h_t),\ a_{t+k}\big)")
+    st.latex(r"\text{Medusa}_k(h_t) = W_{\text{LM}}\,\big(h_t + \operatorname{SiLU}(A_k h_t + b_k)\big)")
+    st.latex(
+        r"\text{EAGLE}: \hat f_{t+1} = \text{Layer}\big(W[\,e(x_{t+1});\ f_t\,]\big),\ \ q = W_{\text{LM}} \hat f_{t+1}"
+    )
     st.caption(
-        "W_LM is the target's own LM head, frozen, cut to the tokens the training labels use; A_k starts at zero, "
-        "so an untrained head is the LM head. a_t is the target's own argmax at t (self-distillation): the heads "
-        "learn what the target would say, from one teacher-forced pass over Python's standard library."
+        "Both learn from the target itself (self-distillation): one teacher-forced pass over Python's standard "
+        "library, labelled with the target's own argmax. Medusa: sum of 0.8^k CE per head; EAGLE: SmoothL1 on the "
+        "feature + 0.1 CE. W_LM is cut to the tokens the labels use; q is 0 on the others."
     )
 
 settings = ui.settings()
 form = st.container(border=True)
 with form:
-    c1, c2, c3 = st.columns(3)
-    heads = c1.slider("Heads K", 1, 6, 4, key=k(PAGE, "count"))
+    c0, c1, c2, c3 = st.columns(4)
+    kind = c0.radio("Train", ["medusa", "eagle"], key=k(PAGE, "kind"), format_func=lambda x: ui.HEAD_NAMES[x])
+    heads = c1.slider("Medusa heads K", 1, 6, 4, key=k(PAGE, "count"), disabled=kind == "eagle")
     tokens = c2.select_slider("Training tokens", [2000, 4000, 8000, 12000, 20000], 12000, key=k(PAGE, "tokens"))
     epochs = c3.slider("Epochs", 1, 8, 4, key=k(PAGE, "epochs"))
     b1, b2 = st.columns([1.2, 5], vertical_alignment="center")
     b2.caption(
         "Trains on the loaded target (minutes on a CPU: most of it is the target's own passes over the text), "
-        "saves the heads in the model cache and makes them the sidebar's **Medusa heads** drafter."
+        "saves the result in the model cache and makes it the sidebar's **Medusa** or **EAGLE** drafter."
     )
     errors = st.container()
 
@@ -56,16 +59,16 @@ train = TrainSettings(heads=heads, train_tokens=tokens, heldout_tokens=max(1000,
 state = ui.run_section(
     PAGE,
     settings,
-    ui.RunButton(b1, "Train the heads", icon=":material/model_training:"),
-    lambda: ui.heads_train_work(train),
+    ui.RunButton(b1, "Train", icon=":material/model_training:"),
+    lambda: ui.heads_train_work(train, kind),
     live=ui.heads_train_live,
     errors=errors,
 )
 
 if not state.busy:
-    recorded, problem = ui.heads_recorded()
-    ui.heads_result(PAGE, recorded, problem)
+    ui.heads_result(PAGE, ui.heads_recorded())
     st.markdown(
-        "Then pick **Medusa heads** as the drafter in the sidebar and run Step through or the Race: each round "
-        "drafts up to K tokens from one hidden state, and the chips show each head's q beside the target's p."
+        "Then pick **Medusa** or **EAGLE** as the drafter in the sidebar and run Step through or the Race: the chips "
+        "show each head's q beside the target's p. `python -m specviz bench --compare-drafters "
+        "model,ngram,medusa,eagle` races them all on the same prompts."
     )

@@ -24,9 +24,10 @@ GOOD = {
 }
 
 
-def test_the_recorded_report_is_valid_and_measured_here():
-    report = load_report(RECORDED)
-    assert report["heads"] == len(report["top1"]) == len(report["top5"]) >= 3
+@pytest.mark.parametrize("kind, heads", [("medusa", 4), ("eagle", 1)])
+def test_the_recorded_reports_are_valid_and_measured_here(kind, heads):
+    report = load_report(RECORDED[kind])
+    assert report["kind"] == kind and report["heads"] == len(report["top1"]) == len(report["top5"]) == heads
     assert report["train_tokens"] >= 5000 and report["curve"]
     assert all(t5 >= t1 for t1, t5 in zip(report["top1"], report["top5"], strict=True))
     assert "cpu" in report["where"]
@@ -36,6 +37,8 @@ def test_the_recorded_report_is_valid_and_measured_here():
     "change, message",
     [
         ({"heads": 0}, "heads must be between"),
+        ({"kind": "eagle"}, "heads must be between 1 and 1"),
+        ({"kind": "hydra"}, "kind must be"),
         ({"heads": True}, "heads must be an integer"),
         ({"top1": [0.5]}, "one accuracy per head"),
         ({"top5": [0.5, float("nan")]}, "finite"),
@@ -63,15 +66,17 @@ def test_a_report_file_that_is_not_json_or_too_large_is_refused(tmp_path):
 def test_the_page_opens_on_the_recorded_training(app):  # noqa: F811
     go(app, "heads")
     assert "Heads" in app.title[0].value
-    assert any(c.value.startswith("Recorded:") for c in app.caption)
-    assert app.button(key="heads.run").label == "Train the heads"
+    assert sum(c.value.startswith("Recorded:") for c in app.caption) == 2  # Medusa's and EAGLE's
+    assert app.button(key="heads.run").label == "Train"
     assert any("not lossless" in m.value for m in app.markdown)  # typical acceptance is named and refused
     assert "&lt;b&gt;" not in html_of(app)
 
 
-def test_train_in_the_app_then_draft_with_the_heads(app, tmp_path, monkeypatch):  # noqa: F811
+@pytest.mark.parametrize("kind", ["medusa", "eagle"])
+def test_train_in_the_app_then_draft_with_the_heads(app, tmp_path, monkeypatch, kind):  # noqa: F811
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
     go(app, "heads")
+    app.radio(key="heads.kind").set_value(kind)
     app.slider(key="heads.count").set_value(2)
     app.select_slider(key="heads.tokens").set_value(2000)
     app.slider(key="heads.epochs").set_value(1).run()
@@ -79,19 +84,20 @@ def test_train_in_the_app_then_draft_with_the_heads(app, tmp_path, monkeypatch):
     job = finish(app, "heads", timeout=300)
     assert job.state == "done", job.error
     result = state(app, "heads").result
-    assert result["heads"] == 2 and result["train_tokens"] == 2000
+    assert result["kind"] == kind and result["heads"] == (2 if kind == "medusa" else 1)
+    assert result["train_tokens"] == 2000
     assert any(c.value.startswith("Trained in this session") for c in app.caption)
-    assert list((tmp_path / "cache" / "heads").glob("medusa-*.safetensors"))  # saved for the next start
+    assert list((tmp_path / "cache" / "heads").glob(f"{kind}-*.safetensors"))  # saved for the next start
 
-    app.radio(key="cfg.drafter").set_value("medusa").run()
+    app.radio(key="cfg.drafter").set_value(kind).run()
     go(app, "step_through")
     app.button(key="step.run").click().run()
     job = finish(app, "step")
     assert job.state == "done", job.error
     trace = state(app, "step").trace
-    assert trace.config.drafter == "medusa" and sum(len(r.drafted) for r in trace.rounds) > 0
+    assert trace.config.drafter == kind and sum(len(r.drafted) for r in trace.rounds) > 0
     assert trace.baseline_summary.token_ids == trace.summary.token_ids  # greedy: the target's own text
-    assert "Medusa" in html_of(app)
+    assert ("Medusa" if kind == "medusa" else "EAGLE") in html_of(app)
 
 
 def test_medusa_without_trained_heads_says_where_to_train(app, tmp_path, monkeypatch):  # noqa: F811

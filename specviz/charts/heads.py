@@ -10,12 +10,15 @@ VICUNA_7B_TOP1 = (0.56, 0.32, 0.20, 0.15)  # Medusa-1 heads 1-4 on Vicuna-7B (Ca
 
 
 def accuracy_figure(report: dict) -> go.Figure:
-    """Top-1 and top-5 per head on held-out text, and the paper's top-1 as markers."""
-    heads = [f"head {k + 1} (x+{k + 2})" for k in range(report["heads"])]
+    """Top-1 and top-5 per head on held-out text, and (Medusa) the paper's top-1 as markers."""
+    if report.get("kind") == "eagle":
+        heads = ["next token, from the true feature"]
+    else:
+        heads = [f"head {k + 1} (x+{k + 2})" for k in range(report["heads"])]
     fig = go.Figure()
     fig.add_bar(x=heads, y=report["top1"], name="top-1 (held out)", marker_color=COLORS["p"])
     fig.add_bar(x=heads, y=report["top5"], name="top-5 (held out)", marker_color=COLORS["q"], opacity=0.6)
-    published = list(VICUNA_7B_TOP1[: report["heads"]])
+    published = [] if report.get("kind") == "eagle" else list(VICUNA_7B_TOP1[: report["heads"]])
     fig.add_scatter(
         x=heads[: len(published)],
         y=published,

@@ -143,6 +143,7 @@ def train_eagle(
     steps = fit_eagle(head, train_windows, settings, lambda m, f: report_to(f"training: {m}", 0.55 + 0.43 * f), on_step)
     head.eval()
     report = TrainReport(
+        kind="eagle",
         heads=1,
         train_tokens=len(train.labels),
         heldout_tokens=len(heldout.labels),

@@ -11,7 +11,7 @@ from typing import Any
 from ..errors import UserError
 from ..prompts import ROOT
 
-RECORDED = ROOT / "assets" / "heads" / "medusa_cpu.json"
+RECORDED = {kind: ROOT / "assets" / "heads" / f"{kind}_cpu.json" for kind in ("medusa", "eagle")}
 MAX_HEADS = 8
 MAX_CURVE = 20_000  # optimiser steps kept for the loss curve
 MAX_BYTES = 2_000_000
@@ -39,7 +39,10 @@ def check_report(data: Any) -> dict[str, Any]:
     """The report, with only the known fields, each checked; raises ReportError."""
     if not isinstance(data, dict):
         raise ReportError("a training report is a JSON object")
-    heads = _integer(data.get("heads"), "heads", 1, MAX_HEADS)
+    kind = data.get("kind", "medusa")
+    if kind not in ("medusa", "eagle"):
+        raise ReportError(f"kind must be 'medusa' or 'eagle', got {kind!r}"[:200])
+    heads = _integer(data.get("heads"), "heads", 1, 1 if kind == "eagle" else MAX_HEADS)
     accuracy = {}
     for name in ("top1", "top5"):
         values = data.get(name)
@@ -61,6 +64,7 @@ def check_report(data: Any) -> dict[str, Any]:
             }
         )
     return {
+        "kind": kind,
         "heads": heads,
         **accuracy,
         "train_tokens": _integer(data.get("train_tokens"), "train_tokens", 0, 10**9),
@@ -73,7 +77,7 @@ def check_report(data: Any) -> dict[str, Any]:
     }
 
 
-def load_report(path: Path = RECORDED) -> dict[str, Any]:
+def load_report(path: Path) -> dict[str, Any]:
     try:
         raw = path.read_bytes()
     except OSError as exc:

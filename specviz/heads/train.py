@@ -69,6 +69,7 @@ class TrainReport:
     top5: list[float]
     curve: list[dict] = field(default_factory=list)
     where: str = ""  # the pair, device and date it was measured on
+    kind: str = "medusa"  # or "eagle"
 
     def to_dict(self) -> dict:
         return asdict(self)

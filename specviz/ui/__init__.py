@@ -7,8 +7,9 @@ The HTML and the words come from specviz.markup (pure, escaped, capped).
 
 from .curves import measured_section, runs_section, use_measured_c
 from .files import curves_dir, inject_css, load_prompts, recorded_traces, trace_download, trace_upload, verify_curves
+from .heads import NAMES as HEAD_NAMES
 from .heads import heads_result
-from .heads import recorded_report as heads_recorded
+from .heads import recorded_reports as heads_recorded
 from .heads import train_live as heads_train_live
 from .heads import train_work as heads_train_work
 from .pair import pair_loader, require_pair
@@ -31,6 +32,7 @@ from .viewer import (
 )
 
 __all__ = [
+    "HEAD_NAMES",
     "PageState",
     "ROUTER_KEY",
     "RunButton",

@@ -1,4 +1,4 @@
-"""The Heads page's parts: what Medusa's heads are, the training (live), and their accuracy."""
+"""The Heads page's parts: the training (live) of Medusa's heads or an EAGLE head, and their accuracy."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import platform
 
 import streamlit as st
 
+from .. import markup
 from ..charts.heads import accuracy_figure, training_figure
 from ..heads.report import RECORDED, ReportError, check_report, load_report
 from ..heads.train import TrainSettings, TrainStep
@@ -18,20 +19,24 @@ from .state import page_state
 NO_BAR = {"displayModeBar": False}
 
 
-def recorded_report() -> tuple[dict | None, str | None]:
-    """The shipped training report (measured on this project's CPU), or why it cannot be shown."""
-    try:
-        return load_report(RECORDED), None
-    except ReportError as exc:
-        return None, str(exc)
+def recorded_reports() -> dict[str, dict | str]:
+    """Per kind, the shipped training report (measured on this project's CPU), or why it cannot be shown."""
+    reports: dict[str, dict | str] = {}
+    for kind, path in RECORDED.items():
+        try:
+            reports[kind] = load_report(path)
+        except ReportError as exc:
+            reports[kind] = str(exc)
+    return reports
 
 
-def train_work(settings: TrainSettings) -> Work:
-    """Train Medusa heads on the loaded target in the worker; the steps stream into the job; the heads are saved
-    in the model cache and serve the medusa drafter at once."""
+def train_work(settings: TrainSettings, kind: str) -> Work:
+    """Train Medusa heads or an EAGLE head on the loaded target in the worker; the steps stream into the job; the
+    result is saved in the model cache and serves its drafter at once."""
 
     def work(job: Job, pair) -> dict:
         from ..heads import use_heads
+        from ..heads.eagle_train import train_eagle
         from ..heads.store import heads_path, save_heads, target_fingerprint
         from ..heads.train import train_medusa
 
@@ -42,12 +47,12 @@ def train_work(settings: TrainSettings) -> Work:
 
         width = pair.target.config.get_text_config().vocab_size
         with exclusive(pair, job.cancel, job.on_wait):
-            heads, report = train_medusa(
+            heads, report = (train_eagle if kind == "eagle" else train_medusa)(
                 pair.target, pair.tokenizer, width, settings, pair.eos_ids, progress=progress, on_step=job.on_event
             )
         report.where = describe_machine(pair.names)
         fingerprint = target_fingerprint(pair.target)
-        save_heads(heads, fingerprint, report.to_dict(), heads_path(fingerprint))
+        save_heads(heads, fingerprint, report.to_dict(), heads_path(fingerprint, kind))
         use_heads(pair.target, heads)
         return check_report(report.to_dict())
 
@@ -69,25 +74,32 @@ def train_live(job: Job) -> None:
         st.caption(f"Top-1 on the latest batch of training text: {latest}")
 
 
+NAMES = {"medusa": "Medusa heads", "eagle": "EAGLE head"}
+
+
 def show_report(report: dict, recorded: bool) -> None:
-    source = f"Recorded: {report['where']}" if recorded else "Trained in this session"
+    source = f"Recorded: {markup.md(report['where'])}" if recorded else "Trained in this session"
+    count = f"{report['heads']} heads" if report["kind"] == "medusa" else "one layer"
     st.caption(
-        f"{source} · {report['heads']} heads · {report['train_tokens']:,} training tokens, "
+        f"{source} · {count} · {report['train_tokens']:,} training tokens, "
         f"{report['heldout_tokens']:,} held out · output vocabulary {report['vocabulary']:,} tokens · "
         f"target passes {report['collect_seconds']:.0f} s, training {report['train_seconds']:.0f} s"
     )
     left, right = st.columns(2, gap="large")
-    left.plotly_chart(accuracy_figure(report), config=NO_BAR, key=f"heads.accuracy.{recorded}")
+    name = f"{report['kind']}.{recorded}"
+    left.plotly_chart(accuracy_figure(report), config=NO_BAR, key=f"heads.accuracy.{name}")
     if report["curve"]:
-        right.plotly_chart(training_figure(report["curve"]), config=NO_BAR, key=f"heads.curve.{recorded}")
+        right.plotly_chart(training_figure(report["curve"]), config=NO_BAR, key=f"heads.curve.{name}")
 
 
-def heads_result(page: str, recorded: dict | None, problem: str | None) -> None:
-    """This session's training if there is one, else the recorded one (or why it cannot be shown)."""
-    state = page_state(page)
-    if state.result:
-        show_report(state.result, recorded=False)
-    elif recorded is not None:
-        show_report(recorded, recorded=True)
-    else:
-        st.warning(f"The recorded training result cannot be shown: {problem}")
+def heads_result(page: str, recorded: dict[str, dict | str]) -> None:
+    """Per kind: this session's training if there is one, else the recorded one (or why it cannot be shown)."""
+    trained = page_state(page).result
+    for kind, name in NAMES.items():
+        st.markdown(f"#### {name}")
+        if trained and trained["kind"] == kind:
+            show_report(trained, recorded=False)
+        elif isinstance(recorded.get(kind), dict):
+            show_report(recorded[kind], recorded=True)
+        else:
+            st.warning(f"The recorded training of the {name} cannot be shown: {markup.md(recorded.get(kind))}")
