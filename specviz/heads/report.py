@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-from ..prompts import ROOT
 
+ROOT = Path(__file__).resolve().parent.parent.parent  # the repository (specviz/heads/report.py)
 RECORDED = {kind: ROOT / "assets" / "heads" / f"{kind}_cpu.json" for kind in ("medusa", "eagle")}
 MAX_HEADS = 8
 MAX_CURVE = 20_000  # optimiser steps kept for the loss curve
