@@ -23,6 +23,7 @@ PAGES = [
     st.Page("pages/theory.py", title="Theory", icon=":material/functions:"),
     st.Page("pages/acceptance_lab.py", title="Acceptance lab", icon=":material/science:"),
     st.Page("pages/lossless.py", title="Lossless", icon=":material/verified:"),
+    st.Page("pages/heads.py", title="Heads", icon=":material/hub:"),
     st.Page("pages/learning.py", title="Learning", icon=":material/trending_up:"),
     st.Page("pages/batching.py", title="Batching", icon=":material/stacks:"),
 ]

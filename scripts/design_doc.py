@@ -18,6 +18,7 @@ DESIGN = ROOT / "docs" / "DESIGN.md"
 ORDER = [
     "00-overview.md",
     "engine.md",
+    "heads.md",
     "traces.md",
     "app.md",
     "security.md",

@@ -1,4 +1,4 @@
-"""Command line: python -m specviz prepare | generate | bench.
+"""Command line: python -m specviz prepare | generate | bench | train-heads.
 
 A mistake a user can make (a bad setting, an empty prompt, a model that cannot be loaded) prints
 one line on stderr and exits with status 2, never a traceback.
@@ -23,6 +23,7 @@ from .cli_args import (
     writing,
 )
 from .errors import UserError
+from .heads.cli import add_arguments as add_train_heads_arguments
 from .progress import ConsoleProgress
 from .runs import PromptError, check_length
 
@@ -104,7 +105,12 @@ def _print_run(trace) -> None:
     from .runs import speedup
 
     s, config = trace.summary, trace.config
-    drafter = trace.pair.get("draft") if config.drafter == "model" else "n-gram lookup"
+    drafter = {
+        "model": trace.pair.get("draft"),
+        "ngram": "n-gram lookup",
+        "medusa": "Medusa heads",
+        "eagle": "EAGLE head",
+    }[config.drafter]
     print(s.text)
     print(f"\n--- speculative ({trace.pair.get('target')} <- {drafter}, {trace.pair.get('device')}) ---")
     print(
@@ -124,6 +130,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return bench_main(args)
 
 
+def cmd_train_heads(args: argparse.Namespace) -> int:
+    from .heads.cli import main as train_heads_main
+    from .models import load_pair
+
+    return train_heads_main(args, load_pair, pair_spec)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="specviz", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
@@ -141,12 +154,15 @@ def build_parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="benchmark: target alone vs ours vs transformers' assisted generation")
     add_pair_arguments(bench)
     add_bench_arguments(bench)
+    train_heads = commands.add_parser("train-heads", help="train Medusa heads on the target (self-distillation)")
+    add_pair_arguments(train_heads)
+    add_train_heads_arguments(train_heads)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    handlers = {"prepare": cmd_prepare, "generate": cmd_generate, "bench": cmd_bench}
+    handlers = {"prepare": cmd_prepare, "generate": cmd_generate, "bench": cmd_bench, "train-heads": cmd_train_heads}
     try:
         return handlers[args.command](args)
     except (UserError, FileNotFoundError) as exc:

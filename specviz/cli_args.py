@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from .config import ConfigError, SpecConfig
+from .config import DRAFTERS, ConfigError, SpecConfig
 from .errors import OutputError
 from .models import PairSpec
 
@@ -43,9 +43,10 @@ def add_config_arguments(parser: argparse.ArgumentParser, defaults: SpecConfig |
     defaults = defaults if defaults is not None else SpecConfig()
     parser.add_argument(
         "--drafter",
-        choices=["model", "ngram", "traffic", "controller"],
+        choices=list(DRAFTERS),
         default=defaults.drafter,
-        help="traffic: suffix match over earlier requests and this one; controller: traffic or model per round",
+        help="medusa/eagle: heads on the target's hidden state (train-heads first); traffic: suffix match over "
+        "earlier requests and this one; controller: traffic or model per round",
     )
     parser.add_argument(
         "--gamma",

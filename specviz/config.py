@@ -8,7 +8,9 @@ from typing import Literal
 from .errors import UserError
 
 Schedule = Literal["constant", "adaptive", "auto"]
-DrafterName = Literal["model", "ngram", "traffic", "controller"]
+DrafterName = Literal["model", "ngram", "medusa", "eagle", "traffic", "controller"]
+DRAFTERS = ("model", "ngram", "medusa", "eagle", "traffic", "controller")
+HEAD_DRAFTERS = ("medusa", "eagle")  # heads on the target's own hidden state (specviz/heads)
 
 MAX_NEW_TOKENS_LIMIT = 1024
 GAMMA_LIMIT = 32
@@ -66,8 +68,8 @@ class SpecConfig:
             raise ConfigError(f"top-p must be in (0, 1], got {self.top_p}")
         if not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS_LIMIT:
             raise ConfigError(f"max new tokens must be between 1 and {MAX_NEW_TOKENS_LIMIT}, got {self.max_new_tokens}")
-        if self.drafter not in ("model", "ngram", "traffic", "controller"):
-            raise ConfigError(f"drafter must be 'model', 'ngram', 'traffic' or 'controller', got {self.drafter!r}")
+        if self.drafter not in DRAFTERS:
+            raise ConfigError(f"drafter must be one of {', '.join(DRAFTERS)}, got {self.drafter!r}")
         if not 0 <= self.lookahead <= GAMMA_LIMIT:
             raise ConfigError(f"lookahead must be between 0 (off) and {GAMMA_LIMIT}, got {self.lookahead}")
         if not 0 <= self.alternatives <= MAX_ALTERNATIVES:

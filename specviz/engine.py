@@ -25,7 +25,7 @@ import torch
 from transformers import LogitsProcessorList
 
 from .acceptance import Decision, pick_alternatives, verify
-from .config import SpecConfig
+from .config import HEAD_DRAFTERS, SpecConfig
 from .drafters import Draft, Drafter, ModelDrafter, NgramDrafter
 from .errors import UserError
 from .kvcache import CachedModel
@@ -75,12 +75,19 @@ def make_generator(device: torch.device, seed: int) -> torch.Generator:
     return generator
 
 
-def make_drafter(pair, config: SpecConfig, width: int, traffic: TrafficStore | None = None) -> Drafter:
+def make_drafter(
+    pair, config: SpecConfig, width: int, target: CachedModel, traffic: TrafficStore | None = None
+) -> Drafter:
     """The config's drafter; the traffic ones read `traffic`, by default the process-wide store of this pair."""
     if config.drafter == "ngram":
         return NgramDrafter(config.ngram_size, pair.eos_ids)
     if config.drafter == "traffic":
         return TrafficDrafter(traffic or traffic_store(pair), pair.eos_ids)
+    if config.drafter in HEAD_DRAFTERS:
+        from .heads import EagleDrafter, MedusaDrafter, heads_for  # torch modules of their own: only when used
+
+        drafter = EagleDrafter if config.drafter == "eagle" else MedusaDrafter
+        return drafter(heads_for(pair.target, width, config.drafter), target, pair.eos_ids)
     if pair.draft is None:
         raise EngineError("this pair has no draft model: choose the n-gram or traffic drafter, or load a draft model")
     model = ModelDrafter(
@@ -165,11 +172,11 @@ def start_run(
         prompt_length=len(prompt_ids),
         warpers=build_warpers(config),
         generator=make_generator(pair.target.device, config.seed),
-        target=CachedModel(pair.target, width),
+        target=CachedModel(pair.target, width, keep_hidden=speculative and config.drafter in HEAD_DRAFTERS),
         eos=pair.eos_ids,
     )
     if speculative:
-        run.drafter = make_drafter(pair, config, width, traffic)
+        run.drafter = make_drafter(pair, config, width, run.target, traffic)
         run.confidence = draft_confidence(config)
         run.branching = config.alternatives > 0 and run.target.can_branch
     run.start = run.now()

@@ -120,10 +120,14 @@ class CachedModel:
     # embedding row and are read as token 0. q may condition on anything without breaking exactness, and `ids`
     # keeps the true ids, so rollback still compares the committed text. None: every id must have a row.
     embedding_rows: int | None = None
+    # Set for a target that feeds draft heads (Medusa): every forward also keeps the final hidden states (after
+    # the last norm) of the tokens it fed, by (position, token), until the next forward. Runs eagerly.
+    keep_hidden: bool = False
+    hidden: dict[tuple[int, int], torch.Tensor] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         decoder = compiled_decoder(self.model)
-        if decoder is not None and not self.ids:
+        if decoder is not None and not self.ids and not self.keep_hidden:
             cache = decoder.acquire(self)
             if cache is not None:
                 self.cache, self.decoder = cache, decoder
@@ -145,8 +149,8 @@ class CachedModel:
             self.decoder.steps += 1
             logits = out.logits[0, -logits_to_keep:].clone()  # a CUDA graph's output is overwritten by its next replay
         else:  # the prompt pass (and everything without a compiled decoder)
-            out = self.model(input_ids=input_ids, cache=self.cache, use_cache=True, logits_to_keep=logits_to_keep)
-            logits = out.logits[0, -logits_to_keep:]
+            positions = list(range(self.length, self.length + len(new_ids)))
+            logits = self._forward(new_ids, positions, logits_to_keep, input_ids=input_ids)
         self.ids.extend(new_ids)
         return fit_width(logits, self.vocab_width)
 
@@ -186,17 +190,35 @@ class CachedModel:
         if self.model.config._attn_implementation == "eager":  # eager attention adds the mask to its scores
             dtype = self.model.dtype
             mask = torch.zeros(mask.shape, dtype=dtype, device=device).masked_fill(~mask, torch.finfo(dtype).min)
-        out = self.model(
+        logits = self._forward(
+            chain + siblings,
+            positions[0].tolist(),
+            chain_rows + k,
             input_ids=input_ids,
             attention_mask=mask,
             position_ids=positions,
-            cache=self.cache,
-            use_cache=True,
-            logits_to_keep=chain_rows + k,
         )
         self.ids.extend(chain + siblings)
         self.truncate(past + n)
-        return fit_width(out.logits[0], self.vocab_width)
+        return fit_width(logits, self.vocab_width)
+
+    def _forward(self, fed: list[int], positions: list[int], logits_to_keep: int, **inputs) -> torch.Tensor:
+        """One eager forward: [logits_to_keep, V] logits. With keep_hidden it runs as the causal LM's own forward
+        does (base model, then the LM head on the kept rows) and remembers each fed token's final hidden state."""
+        if not self.keep_hidden:
+            return self.model(**inputs, cache=self.cache, use_cache=True, logits_to_keep=logits_to_keep).logits[0]
+        states = self.model.base_model(**inputs, cache=self.cache, use_cache=True).last_hidden_state[0]
+        self.hidden = {
+            (position, token): states[i] for i, (position, token) in enumerate(zip(positions, fed, strict=True))
+        }
+        return self.model.get_output_embeddings()(states[-logits_to_keep:])
+
+    def hidden_before(self, committed: list[int]) -> torch.Tensor | None:
+        """The target's final hidden state at the second-newest committed token (it predicted the newest one), if
+        the last forward fed it: what Medusa's heads read to guess the tokens after the newest."""
+        if len(committed) < 2:
+            return None
+        return self.hidden.get((len(committed) - 2, committed[-2]))
 
     def rollback(self, committed: list[int]) -> None:
         """Keep the longest prefix of the cache that agrees with the committed tokens (DynamicCache.crop),

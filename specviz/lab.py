@@ -48,7 +48,8 @@ def short(text: str, limit: int) -> str:
 
 
 def drafter_name(drafter: str) -> str:
-    return {"model": "draft model", "ngram": "n-gram", "controller": "controller"}.get(drafter, drafter)
+    names = {"model": "draft model", "ngram": "n-gram", "medusa": "Medusa heads", "eagle": "EAGLE head"}
+    return {**names, "controller": "controller"}.get(drafter, drafter)
 
 
 def plan_batch(

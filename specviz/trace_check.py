@@ -36,7 +36,7 @@ MAX_CACHE = MAX_PROMPT_IDS + MAX_NEW_TOKENS_LIMIT + GAMMA_LIMIT
 PROB_SLACK = 1e-6  # float32 rounding can put a probability a hair above 1
 
 
-MODELLESS = ("ngram", "traffic")  # drafters without a model, so without a cache
+MODELLESS = ("ngram", "traffic", "medusa")  # drafters without a cache of their own
 CHOOSING = {"traffic": ("traffic",), "controller": ("traffic", "model", "both")}  # drafters that name a source
 
 
@@ -308,7 +308,9 @@ def _check_rounds(trace: Trace) -> None:
     # Before round 0 a cache holds the prompt but its last token (which goes into the first verify), or nothing
     # when the prompt is fused into round 0; the n-gram drafter has no cache.
     target = 0 if config.fuse_prompt else prompt - 1
-    caches = (target, 0 if config.drafter in MODELLESS else target)
+    # Medusa's heads keep no cache; EAGLE's holds one entry per committed token but the newest two before round 0.
+    draft = 0 if config.drafter in MODELLESS else max(0, target - 1) if config.drafter == "eagle" else target
+    caches = (target, draft)
     position = 0
     for i, r in enumerate(trace.rounds):
         where = f"rounds[{i}]"
@@ -377,8 +379,11 @@ def _check_round(r: RoundEvent, config: Any, where: str) -> bool:
             f"{where}.{name} has {len(getattr(r, name))} tokens; the settings' record_top is {config.record_top}",
         )
     model = _check_source(r, config.drafter, where)
+    # A draft model or the EAGLE head: one to n passes (lookahead shares some); Medusa's heads: one pass for all
+    # n; the n-gram and traffic drafters: none.
+    most = {"medusa": min(n, 1), "eagle": n}.get(config.drafter, n if model else 0)
     expect(
-        r.draft_forwards == 0 if not (model and n) else 1 <= r.draft_forwards <= n,
+        r.draft_forwards == 0 if most == 0 else 1 <= r.draft_forwards <= most,
         f"{where}.draft_forwards is {r.draft_forwards} for {n} tokens drafted by the {config.drafter} drafter",
     )
     _check_draws(r.drafted, config.greedy, f"{where}.drafted")

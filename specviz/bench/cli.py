@@ -74,6 +74,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(CUDA graphs on a GPU; for ours and the baseline, not transformers' methods; "
         "--alternatives is then off: a compiled step takes no token-tree mask)",
     )
+    parser.add_argument(
+        "--compare-drafters",
+        default=None,
+        metavar="NAMES",
+        help="instead of the methods' table: the baseline and our speculative decoding with each of these drafters "
+        "(comma-separated, from model, ngram, medusa) on the same prompts, in one table",
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own choice)")
     parser.add_argument("--curve-gammas", type=int, default=CURVE_GAMMAS, help="largest g of the verify-cost curve")
     parser.add_argument(
@@ -190,6 +197,8 @@ def main(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
 
+    if args.compare_drafters is not None:
+        return _compare(args, settings, prompts, json_path)
     pair, load_seconds = _load(args)
     doc = run_benchmark(pair, prompts, settings, _log)
     doc["load_seconds"] = load_seconds
@@ -204,4 +213,19 @@ def main(args: argparse.Namespace) -> int:
         with writing(curve_path, "--curve-out"):
             curve_path.write_text(json.dumps(doc["verify_curve"], indent=1), encoding="utf-8")
         print(f"verify-cost curve: {curve_path}")
+    return 0
+
+
+def _compare(args: argparse.Namespace, settings: BenchSettings, prompts: dict, json_path: Path) -> int:
+    from .drafters import check_drafters, compare_drafters, format_drafter_table
+
+    names = [n.strip() for n in args.compare_drafters.split(",") if n.strip()]
+    check_drafters(names, pair_has_draft=True)  # the names, before minutes of loading
+    pair, _ = _load(args)
+    names = check_drafters(names, pair_has_draft=pair.draft is not None)
+    doc = compare_drafters(pair, prompts, settings.config, names, chat=settings.chat, log=_log)
+    print(format_drafter_table(doc))
+    with writing(json_path, "--json"):
+        json_path.write_text(json.dumps(doc, indent=1, ensure_ascii=False), encoding="utf-8")
+    print(f"\nJSON: {json_path}")
     return 0

@@ -153,7 +153,9 @@ def trace_caption(trace: Trace) -> str:
     """The pair and the settings a trace was recorded with, in one line."""
     names = trace.pair if isinstance(trace.pair, dict) else {}
     c = trace.config
-    drafter = "draft model" if c.drafter == "model" else "n-gram"
+    drafter = {"model": "draft model", "ngram": "n-gram", "medusa": "Medusa heads", "eagle": "EAGLE head"}.get(
+        c.drafter, c.drafter
+    )
     sampling = "greedy" if c.greedy else f"temperature {md_fmt(c.temperature, 'g')}"
     top_k = f", top-k {md(c.top_k)}" if c.top_k else ""
     top_p = f", top-p {md_fmt(c.top_p, 'g')}" if is_below_one(c.top_p) else ""

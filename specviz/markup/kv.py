@@ -91,6 +91,15 @@ def kv_cache_html(event: RoundEvent, prompt_len: int, drafter: str) -> str:
             "Draft (q) cache", count(event.draft_cache_before), count(event.draft_cache_after), max(0, n - 1), n > 0
         )
         rows.append(_model_html(event, committed, draft))
+    elif drafter == "eagle":
+        rows.append(
+            '<div class="group">Draft: the EAGLE head keeps a small cache of its own, over the target\'s features; '
+            "its guesses' entries are rebuilt from the true features after each verify</div>"
+        )
+    elif drafter == "medusa":
+        rows.append(
+            "<div class=\"group\">Draft: Medusa's heads read the target's hidden state; no draft model, no cache</div>"
+        )
     else:
         rows.append('<div class="group">Draft: the n-gram drafter has no model and no cache</div>')
     rows.append("</div>")

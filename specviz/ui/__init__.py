@@ -10,6 +10,11 @@ from .batching import batching_page
 from .curves import measured_section, runs_section, use_measured_c
 from .experiments import experiments_section, ten_minute_path
 from .files import curves_dir, inject_css, load_prompts, recorded_traces, trace_download, trace_upload, verify_curves
+from .heads import NAMES as HEAD_NAMES
+from .heads import heads_result
+from .heads import recorded_reports as heads_recorded
+from .heads import train_live as heads_train_live
+from .heads import train_work as heads_train_work
 from .learning import (
     adopt_stream_rows,
     forget_button,
@@ -42,6 +47,7 @@ from .viewer import (
 )
 
 __all__ = [
+    "HEAD_NAMES",
     "adopt_stream_rows",
     "forget_button",
     "learning_form",
@@ -61,6 +67,10 @@ __all__ = [
     "adopt_trace",
     "batching_page",
     "curves_dir",
+    "heads_recorded",
+    "heads_result",
+    "heads_train_live",
+    "heads_train_work",
     "experiment_traces",
     "experiments_section",
     "history",

@@ -153,12 +153,21 @@ def _pair_section() -> PairSpec | None:
     return spec
 
 
-DRAFTER_LABELS = {"model": "draft model", "ngram": "n-gram lookup", "traffic": "traffic", "controller": "controller"}
+DRAFTER_LABELS = {
+    "model": "draft model",
+    "ngram": "n-gram lookup",
+    "medusa": "Medusa",
+    "eagle": "EAGLE",
+    "traffic": "traffic",
+    "controller": "controller",
+}
 DRAFTER_HELP = (
     "The n-gram drafter copies what followed the last occurrence of the current text (prompt lookup): no model, "
-    "q is a point mass. Traffic: the most frequent continuation of the longest match in every request this "
-    "server has run and this one (a suffix match; q is a point mass). Controller: each round, traffic when its "
-    "match is confident, the draft model otherwise, or traffic then the model (see the Learning page)."
+    "q is a point mass. Medusa's heads and the EAGLE head guess from the target's own hidden state, no second "
+    "model (train them on the Heads page first). Traffic: the most frequent continuation of the longest match in "
+    "every request this server has run and this one (a suffix match; q is a point mass). Controller: each round, "
+    "traffic when its match is confident, the draft model otherwise, or traffic then the model (see the Learning "
+    "page)."
 )
 
 
@@ -172,9 +181,10 @@ def _speculation_section() -> None:
         format_func=DRAFTER_LABELS.get,
         help=DRAFTER_HELP,
     )
-    if _value("drafter") == "ngram":
+    drafter = _value("drafter")
+    if drafter == "ngram":
         st.slider("Longest n-gram to match", 1, 8, key=cfg("ngram"))
-    elif _value("drafter") != "traffic":  # the traffic drafter has no settings: its match sets the draft length
+    if drafter in ("model", "controller"):  # lookahead shares a draft model's passes
         st.slider(
             "Lookahead: lookup guesses per draft pass",
             0,
@@ -184,6 +194,7 @@ def _speculation_section() -> None:
             "at once, and while the draft's own draws agree with them it needs no further pass. "
             "Each token is still drawn from the draft's q; only the passes are fewer (marked ⇢).",
         )
+    if drafter not in ("ngram", "traffic"):  # the point-mass drafters have no other candidates
         st.slider(
             "Alternatives for the last draft token",
             0,

@@ -1,0 +1,74 @@
+"""Heads: Medusa's heads and an EAGLE head on the target itself, trained here, racing the draft model."""
+
+import streamlit as st
+
+from specviz import ui
+from specviz.heads.train import TrainSettings
+
+ui.page_guard()
+
+PAGE = "heads"
+k = ui.key
+
+st.html('<div class="sv-kicker">No second model</div>')
+st.title("Heads: speculation from the target's own hidden state")
+left, right = st.columns([3, 2], gap="large")
+with left:
+    st.markdown(
+        "A draft model reads the **text** and runs a whole small network per guess. Draft **heads** read what the "
+        "target has already computed: its last hidden state h, the vector its LM head turns into the next token. "
+        "**Medusa** (Cai et al. 2024) puts K small heads on h; head k guesses the token k + 1 positions on, all in "
+        "one cheap pass, blind to the guesses before its own (so its accuracy falls fast with k). **EAGLE** (Li et "
+        "al. 2024) trains one decoder layer to predict the target's *next* hidden state from the current one and "
+        "the token just chosen, and runs it autoregressively: it sees its own guesses, at the cost of one small "
+        "layer per token. Neither needs a second model; both end in the target's own (frozen) LM head."
+    )
+    st.markdown(
+        "The target checks a head's guesses exactly as it checks a draft model's: accept d with probability "
+        "min(1, p/q), q being the head's own distribution, and resample from the residual on a rejection, so the "
+        "text still follows p. Medusa's paper also offers **typical acceptance** (keep d if p(d) is above a "
+        "threshold), which is faster but **not lossless**; specviz never uses it."
+    )
+with right:
+    st.latex(r"\text{Medusa}_k(h_t) = W_{\text{LM}}\,\big(h_t + \operatorname{SiLU}(A_k h_t + b_k)\big)")
+    st.latex(
+        r"\text{EAGLE}: \hat f_{t+1} = \text{Layer}\big(W[\,e(x_{t+1});\ f_t\,]\big),\ \ q = W_{\text{LM}} \hat f_{t+1}"
+    )
+    st.caption(
+        "Both learn from the target itself (self-distillation): one teacher-forced pass over Python's standard "
+        "library, labelled with the target's own argmax. Medusa: sum of 0.8^k CE per head; EAGLE: SmoothL1 on the "
+        "feature + 0.1 CE. W_LM is cut to the tokens the labels use; q is 0 on the others."
+    )
+
+settings = ui.settings()
+form = st.container(border=True)
+with form:
+    c0, c1, c2, c3 = st.columns(4)
+    kind = c0.radio("Train", ["medusa", "eagle"], key=k(PAGE, "kind"), format_func=lambda x: ui.HEAD_NAMES[x])
+    heads = c1.slider("Medusa heads K", 1, 6, 4, key=k(PAGE, "count"), disabled=kind == "eagle")
+    tokens = c2.select_slider("Training tokens", [2000, 4000, 8000, 12000, 20000], 12000, key=k(PAGE, "tokens"))
+    epochs = c3.slider("Epochs", 1, 8, 4, key=k(PAGE, "epochs"))
+    b1, b2 = st.columns([1.2, 5], vertical_alignment="center")
+    b2.caption(
+        "Trains on the loaded target (minutes on a CPU: most of it is the target's own passes over the text), "
+        "saves the result in the model cache and makes it the sidebar's **Medusa** or **EAGLE** drafter."
+    )
+    errors = st.container()
+
+train = TrainSettings(heads=heads, train_tokens=tokens, heldout_tokens=max(1000, tokens // 6), epochs=epochs)
+state = ui.run_section(
+    PAGE,
+    settings,
+    ui.RunButton(b1, "Train", icon=":material/model_training:"),
+    lambda: ui.heads_train_work(train, kind),
+    live=ui.heads_train_live,
+    errors=errors,
+)
+
+if not state.busy:
+    ui.heads_result(PAGE, ui.heads_recorded())
+    st.markdown(
+        "Then pick **Medusa** or **EAGLE** as the drafter in the sidebar and run Step through or the Race: the chips "
+        "show each head's q beside the target's p. `python -m specviz bench --compare-drafters "
+        "model,ngram,medusa,eagle` races them all on the same prompts."
+    )

@@ -1,0 +1,273 @@
+"""Training Medusa heads by self-distillation: the target labels text with its own argmax, the heads learn it.
+
+Data: one teacher-forced pass of the target over local Python source (the standard library's own files, which
+share nothing with assets/prompts.json), in chunks. At position t of a chunk the target gives h_t (its final
+hidden state) and a_t = argmax p(. | x_<=t), its guess for x_{t+1}; head k at t is trained to say a_{t+k}, the
+target's guess for x_{t+k+1}. Loss (Medusa-1): sum_k 0.8^k CE(head_k(h_t), a_{t+k}). Files are split into a
+training and a held-out set before anything is read; accuracy is measured on the held-out files only.
+"""
+
+from __future__ import annotations
+
+import random
+import sysconfig
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from ..errors import UserError
+from ..progress import Progress
+from .medusa import MEDUSA_DECAY, MedusaHeads
+
+IGNORE = -100  # label of a position whose k-th next token lies beyond its chunk
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    heads: int = 4
+    train_tokens: int = 12_000
+    heldout_tokens: int = 2_000
+    chunk: int = 512  # tokens per teacher-forced forward
+    epochs: int = 4
+    batch: int = 256
+    learning_rate: float = 1e-3
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Features:
+    hidden: torch.Tensor  # [N, H] the target's final hidden states
+    labels: torch.Tensor  # [N, K] the target's argmax k positions on (its guess for x_{t+k+1}); IGNORE past a chunk
+    ids: torch.Tensor  # [N] the text's tokens
+    lengths: tuple[int, ...] = ()  # the chunks' lengths, in order (N in all)
+
+
+@dataclass(frozen=True)
+class TrainStep:
+    """One optimiser step, for the live curve."""
+
+    step: int
+    epoch: int
+    loss: float
+    top1: tuple[float, ...]  # per head, on this batch
+
+
+@dataclass
+class TrainReport:
+    heads: int
+    train_tokens: int
+    heldout_tokens: int
+    vocabulary: int  # the reduced output vocabulary
+    collect_seconds: float
+    train_seconds: float
+    top1: list[float]  # per head, on the held-out files
+    top5: list[float]
+    curve: list[dict] = field(default_factory=list)
+    where: str = ""  # the pair, device and date it was measured on
+    kind: str = "medusa"  # or "eagle"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def source_files(root: Path | None = None) -> list[Path]:
+    """The standard library's top-level modules: code and docstrings that every Python install has."""
+    folder = root or Path(sysconfig.get_paths()["stdlib"])
+    return sorted(path for path in folder.glob("*.py") if path.stat().st_size > 2_000)
+
+
+def split_files(files: list[Path], seed: int) -> tuple[list[Path], list[Path]]:
+    """A seeded shuffle, then every fifth file held out."""
+    shuffled = list(files)
+    random.Random(seed).shuffle(shuffled)
+    return [f for i, f in enumerate(shuffled) if i % 5], [f for i, f in enumerate(shuffled) if not i % 5]
+
+
+def token_chunks(tokenizer: Any, files: list[Path], tokens: int, chunk: int) -> list[list[int]]:
+    """Up to `tokens` tokens of the files, as chunks of `chunk` tokens (a file's tail shorter than 16 is dropped)."""
+    chunks: list[list[int]] = []
+    total = 0
+    for path in files:
+        ids = tokenizer(path.read_text(encoding="utf-8", errors="replace"))["input_ids"]
+        for start in range(0, len(ids), chunk):
+            piece = ids[start : start + min(chunk, tokens - total)]
+            if len(piece) >= 16:
+                chunks.append(piece)
+                total += len(piece)
+            if total >= tokens:
+                return chunks
+    return chunks
+
+
+@torch.inference_mode()
+def collect(model: Any, chunks: list[list[int]], count: int, progress: Progress) -> Features:
+    """Teacher-forced target passes: final hidden states and the labels of each head (see the module docstring)."""
+    hidden, labels, flat = [], [], []
+    lm_head = model.get_output_embeddings()
+    for i, ids in enumerate(chunks):
+        progress(f"target pass {i + 1}/{len(chunks)}", i / max(1, len(chunks)))
+        input_ids = torch.tensor([ids], device=model.device)
+        states = model.base_model(input_ids=input_ids, use_cache=False).last_hidden_state[0]
+        guesses = lm_head(states).argmax(-1).cpu()  # a_t, the target's guess for x_{t+1}
+        shifted = torch.full((len(ids), count), IGNORE, dtype=torch.long)
+        for k in range(1, count + 1):  # head k at t: a_{t+k}
+            shifted[: len(ids) - k, k - 1] = guesses[k:]
+        hidden.append(states.float().cpu())
+        labels.append(shifted)
+        flat.extend(ids)
+    progress("target passes done", 1.0)
+    return Features(torch.cat(hidden), torch.cat(labels), torch.tensor(flat), tuple(len(ids) for ids in chunks))
+
+
+@torch.inference_mode()
+def lm_head_rows(model: Any, token_ids: torch.Tensor) -> torch.Tensor:
+    """Rows of the target's LM head for token_ids, [len, H], whatever the head's storage (a plain, tied or
+    prepacked Linear): the head applied to the identity gives W^T (minus its bias, if any), block by block."""
+    head = model.get_output_embeddings()
+    weight = getattr(head, "weight", None)
+    if isinstance(weight, torch.Tensor) and weight.dim() == 2:
+        return weight[token_ids.to(weight.device)].float().cpu()
+    size = model.config.get_text_config().hidden_size
+    device = model.get_input_embeddings().weight.device
+    dtype = model.get_input_embeddings().weight.dtype
+    bias = head(torch.zeros(1, size, device=device, dtype=dtype))[0, token_ids.to(device)]
+    blocks = []
+    for start in range(0, size, 256):
+        eye = torch.eye(size, device=device, dtype=dtype)[start : start + 256]
+        blocks.append(head(eye)[:, token_ids.to(device)] - bias)
+    return torch.cat(blocks).T.float().cpu().contiguous()
+
+
+def reduced_vocabulary(labels: torch.Tensor, extra: frozenset[int]) -> torch.Tensor:
+    """The token ids the training labels use (and the end-of-sequence ids), sorted."""
+    seen = set(labels[labels != IGNORE].tolist()) | set(extra)
+    return torch.tensor(sorted(seen), dtype=torch.long)
+
+
+def to_reduced(labels: torch.Tensor, token_ids: torch.Tensor, vocab_width: int) -> torch.Tensor:
+    """Target ids -> indices into the reduced vocabulary; an id outside it (held-out text only) -> IGNORE - 1."""
+    lookup = torch.full((vocab_width,), IGNORE - 1, dtype=torch.long)
+    lookup[token_ids] = torch.arange(len(token_ids))
+    return torch.where(labels == IGNORE, IGNORE, lookup[labels.clamp_min(0)])
+
+
+def medusa_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """sum_k 0.8^k CE(head_k, label_k) over [B, K, |S|] logits and [B, K] reduced labels."""
+    total = logits.new_zeros(())
+    for k in range(logits.shape[1]):
+        if not (labels[:, k] != IGNORE).any():
+            continue  # a batch of chunk ends: no label for this head (cross-entropy over nothing is NaN)
+        total = total + MEDUSA_DECAY ** (k + 1) * F.cross_entropy(logits[:, k], labels[:, k], ignore_index=IGNORE)
+    return total
+
+
+@torch.inference_mode()
+def accuracy(heads: MedusaHeads, features: Features, token_ids: torch.Tensor, top: int) -> list[float]:
+    """Per head: the share of held-out positions whose label is among the head's `top` best tokens."""
+    labels = to_reduced(features.labels, token_ids, heads.vocab_width)
+    hits, counts = torch.zeros(heads.count), torch.zeros(heads.count)
+    for start in range(0, len(labels), 512):
+        logits = heads(features.hidden[start : start + 512])
+        best = logits.topk(min(top, logits.shape[-1]), dim=-1).indices  # [B, K, top]
+        label = labels[start : start + 512]
+        valid = label != IGNORE
+        hits += ((best == label[..., None]).any(-1) & valid).sum(0)
+        counts += valid.sum(0)
+    return (hits / counts.clamp_min(1)).tolist()
+
+
+def fit(
+    heads: MedusaHeads,
+    features: Features,
+    settings: TrainSettings,
+    progress: Progress,
+    on_step: Callable[[TrainStep], None] | None = None,
+) -> list[TrainStep]:
+    """Adam on the heads' blocks (the LM head rows stay frozen), shuffled batches, `epochs` passes."""
+    labels = to_reduced(features.labels, heads.token_ids, heads.vocab_width)
+    optimiser = torch.optim.Adam(heads.blocks.parameters(), lr=settings.learning_rate)
+    generator = torch.Generator().manual_seed(settings.seed)
+    batches = max(1, -(-len(labels) // settings.batch))
+    steps: list[TrainStep] = []
+    for epoch in range(settings.epochs):
+        order = torch.randperm(len(labels), generator=generator)
+        for b in range(batches):
+            index = order[b * settings.batch : (b + 1) * settings.batch]
+            logits = heads(features.hidden[index])
+            loss = medusa_loss(logits, labels[index])
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            valid = labels[index] != IGNORE
+            right = (logits.argmax(-1) == labels[index]) & valid
+            top1 = tuple((right.sum(0) / valid.sum(0).clamp_min(1)).tolist())
+            steps.append(TrainStep(len(steps) + 1, epoch + 1, float(loss.detach()), top1))
+            if on_step is not None:
+                on_step(steps[-1])
+            progress(
+                f"epoch {epoch + 1}/{settings.epochs}, loss {steps[-1].loss:.3f}",
+                len(steps) / (batches * settings.epochs),
+            )
+    return steps
+
+
+class TrainError(UserError, ValueError):
+    """Nothing to train on (too few tokens of text for the settings)."""
+
+
+def collect_both(
+    model: Any, tokenizer: Any, settings: TrainSettings, files: list[Path] | None, report_to: Progress
+) -> tuple[Features, Features]:
+    """Teacher-forced features of the training files and of the held-out files (split before reading)."""
+    train_files, heldout_files = split_files(files if files is not None else source_files(), settings.seed)
+    parts = []
+    for name, chosen, tokens, span in (
+        ("collecting", train_files, settings.train_tokens, (0.0, 0.45)),
+        ("held-out", heldout_files, settings.heldout_tokens, (0.45, 0.1)),
+    ):
+        chunks = token_chunks(tokenizer, chosen, tokens, settings.chunk)
+        if not chunks:
+            raise TrainError(f"no text to train on among {len(chosen)} files ({name})")
+        progress = lambda m, f, name=name, span=span: report_to(f"{name}: {m}", span[0] + span[1] * f)  # noqa: E731
+        parts.append(collect(model, chunks, settings.heads, progress))
+    return parts[0], parts[1]
+
+
+def train_medusa(
+    model: Any,
+    tokenizer: Any,
+    vocab_width: int,
+    settings: TrainSettings,
+    stop_ids: frozenset[int] = frozenset(),
+    progress: Progress | None = None,
+    on_step: Callable[[TrainStep], None] | None = None,
+    files: list[Path] | None = None,
+) -> tuple[MedusaHeads, TrainReport]:
+    """Collect teacher-forced features on the training files, fit the heads, measure them on the held-out files."""
+    report_to = progress or (lambda message, fraction: None)
+    started = time.perf_counter()
+    train, heldout = collect_both(model, tokenizer, settings, files, report_to)
+    token_ids = reduced_vocabulary(train.labels, stop_ids)
+    heads = MedusaHeads(train.hidden.shape[1], settings.heads, lm_head_rows(model, token_ids), token_ids, vocab_width)
+    collected = time.perf_counter()
+    torch.manual_seed(settings.seed)
+    steps = fit(heads, train, settings, lambda m, f: report_to(f"training: {m}", 0.55 + 0.43 * f), on_step)
+    heads.eval()
+    report = TrainReport(
+        heads=settings.heads,
+        train_tokens=len(train.labels),
+        heldout_tokens=len(heldout.labels),
+        vocabulary=len(token_ids),
+        collect_seconds=round(collected - started, 1),
+        train_seconds=round(time.perf_counter() - collected, 1),
+        top1=[round(a, 4) for a in accuracy(heads, heldout, token_ids, 1)],
+        top5=[round(a, 4) for a in accuracy(heads, heldout, token_ids, 5)],
+        curve=[{"step": s.step, "epoch": s.epoch, "loss": round(s.loss, 4)} for s in steps],
+    )
+    report_to("heads trained", 1.0)
+    return heads, report

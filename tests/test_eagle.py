@@ -1,0 +1,139 @@
+"""The EAGLE head: exact decoding on tiny random models, lossless sampling (a broken variant caught), its cache kept
+on the target's true features, training on a tiny target, and its file."""
+
+import pytest
+import torch
+from test_lossless import RUNS, chi_square_rejects, empirical_joint, exact_joint
+
+import specviz.heads.eagle as eagle
+from specviz.config import SpecConfig
+from specviz.engine import autoregressive_generate, run_to_end, speculative_generate
+from specviz.heads import EagleHead, HeadsError, forget_heads, use_heads
+from specviz.heads.eagle_train import train_eagle
+from specviz.heads.store import load_heads, save_heads, target_fingerprint
+from specviz.heads.train import TrainSettings, lm_head_rows
+from specviz.tiny import tiny_pair
+from specviz.trace import Trace
+from specviz.trace_check import check_trace
+
+
+def random_head(pair, keep: list[int] | None = None, seed: int = 0, intermediate: int = 48) -> EagleHead:
+    width = pair.target.config.vocab_size
+    ids = torch.tensor(keep if keep is not None else list(range(width)))
+    torch.manual_seed(seed)
+    head = EagleHead(eagle.head_config(pair.target.config, intermediate), lm_head_rows(pair.target, ids), ids, width)
+    return head.eval()
+
+
+@pytest.fixture(scope="module")
+def printable_pair():
+    pair = tiny_pair(seed=11)
+    use_heads(pair.target, random_head(pair, keep=list(range(0, pair.target.config.vocab_size, 3))))
+    yield pair
+    forget_heads(pair.target)
+
+
+@pytest.fixture(scope="module")
+def small_pair():
+    pair = tiny_pair("abcde", seed=1, noise=0.6)
+    use_heads(pair.target, random_head(pair, keep=[0, 1, 2, 4, 5]))
+    yield pair
+    forget_heads(pair.target)
+
+
+@pytest.mark.parametrize(
+    "gamma, fuse, alternatives", [(1, False, 0), (4, False, 0), (5, True, 0), (8, False, 0), (3, False, 2)]
+)
+def test_greedy_eagle_equals_the_target(printable_pair, gamma, fuse, alternatives):
+    prompt = printable_pair.tokenizer("class Stack:\n    def push(self, x):\n")["input_ids"]
+    config = SpecConfig(gamma=gamma, max_new_tokens=40, drafter="eagle", fuse_prompt=fuse, alternatives=alternatives)
+    rounds, spec = run_to_end(speculative_generate(printable_pair, prompt, config))
+    _, base = run_to_end(autoregressive_generate(printable_pair, prompt, config))
+    assert spec.token_ids == base.token_ids
+    assert sum(len(r.drafted) for r in rounds) > 0
+    assert all(len(r.drafted) <= gamma for r in rounds)
+
+
+def test_the_heads_cache_holds_one_true_entry_per_committed_token_but_the_newest(printable_pair):
+    prompt = printable_pair.tokenizer("x = 1\ny = 2\n")["input_ids"]
+    config = SpecConfig(gamma=4, max_new_tokens=20, drafter="eagle")
+    rounds, summary = run_to_end(speculative_generate(printable_pair, prompt, config))
+    committed = len(prompt)
+    assert rounds[0].draft_cache_before == len(prompt) - 2
+    for r in rounds:
+        committed += len(r.appended)
+        assert r.draft_cache_after == committed - 1
+    trace = Trace(config=config, pair={}, prompt="x", prompt_ids=tuple(prompt), rounds=tuple(rounds), summary=summary)
+    check_trace(trace)  # the strict loader accepts what the engine records
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        SpecConfig(gamma=3, temperature=1.0, drafter="eagle", max_new_tokens=3),
+        SpecConfig(gamma=2, temperature=0.8, top_p=0.9, drafter="eagle", alternatives=2, max_new_tokens=3),
+    ],
+    ids=["chain", "with alternatives, top-p 0.9"],
+)
+def test_eagle_sampling_is_lossless(small_pair, config):
+    exact = exact_joint(small_pair, config)
+    counts = empirical_joint(small_pair, config, RUNS)
+    rejects, statistic, critical = chi_square_rejects(exact, counts, RUNS)
+    assert not rejects, f"chi-square {statistic:.1f} > {critical:.1f}"
+
+
+def test_recording_the_previous_steps_q_is_detected(small_pair, monkeypatch):
+    """The bug: d_k drawn from its own q, but checked against the q of the step before (a stale row)."""
+    config = SpecConfig(gamma=3, temperature=1.0, drafter="eagle", max_new_tokens=3)
+    exact = exact_joint(small_pair, config)
+    original = eagle.probabilities
+    previous: list[torch.Tensor] = []
+    draw = eagle.sample
+
+    def stale(logits, warpers):
+        q = original(logits, warpers)
+        previous.append(q)
+        return q
+
+    def sample_then_swap(q, generator, greedy):
+        token = draw(q, generator, greedy)
+        if len(previous) >= 2:
+            q.copy_(previous[-2])  # what gets recorded is the step before's row
+        return token
+
+    monkeypatch.setattr(eagle, "probabilities", stale)
+    monkeypatch.setattr(eagle, "sample", sample_then_swap)
+    counts = empirical_joint(small_pair, config, RUNS)
+    rejects, statistic, critical = chi_square_rejects(exact, counts, RUNS)
+    assert rejects, f"the biased drafter passed: chi-square {statistic:.1f} <= {critical:.1f}"
+
+
+def test_training_learns_the_next_token_and_the_file_round_trips(tmp_path):
+    pair = tiny_pair(seed=12)
+    files = []
+    for i in range(10):
+        path = tmp_path / f"m{i}.py"
+        path.write_text("def f(x):\n    return x * 2\n\n" * 40 + f"# {i}\n")
+        files.append(path)
+    settings = TrainSettings(heads=1, train_tokens=3000, heldout_tokens=600, chunk=128, epochs=20, learning_rate=3e-3)
+    width = pair.target.config.vocab_size
+    steps = []
+    head, report = train_eagle(
+        pair.target, pair.tokenizer, width, settings, files=files, on_step=steps.append, window=32, intermediate=64
+    )
+    assert steps[-1].loss < 0.5 * steps[0].loss
+    assert report.heads == 1 and report.top1[0] > 0.7  # periodic text: the next token follows from the context
+    path = save_heads(head, target_fingerprint(pair.target), report.to_dict(), tmp_path / "e.safetensors")
+    loaded, _ = load_heads(pair.target, width, path, kind="eagle")
+    features = torch.randn(1, 3, pair.target.config.hidden_size)
+    embeds = torch.randn(1, 3, pair.target.config.hidden_size)
+    torch.testing.assert_close(loaded(embeds, features), head(embeds, features))
+    with pytest.raises(HeadsError, match="format"):
+        load_heads(pair.target, width, path, kind="medusa")  # an EAGLE file is not Medusa heads
+
+
+def test_without_a_trained_head_the_run_says_how_to_train(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
+    pair = tiny_pair(seed=13)
+    with pytest.raises(HeadsError, match="--kind eagle"):
+        run_to_end(speculative_generate(pair, [1, 2, 3], SpecConfig(drafter="eagle", max_new_tokens=4)))

@@ -1,0 +1,62 @@
+"""train-heads and bench --compare-drafters through the command line, on a tiny local pair."""
+
+import json
+
+import pytest
+from test_cli import local_pair  # noqa: F401 - a fixture
+
+from specviz.__main__ import main
+
+SMALL = ["--heads", "2", "--tokens", "300", "--heldout-tokens", "64", "--chunk", "64", "--epochs", "2"]
+
+
+@pytest.fixture()
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def test_train_then_load_then_compare_drafters(local_pair, cache, tmp_path, capsys):  # noqa: F811
+    assert main(["train-heads", *local_pair, *SMALL]) == 0
+    printed = capsys.readouterr().out
+    files = list((cache / "heads").glob("medusa-*.safetensors"))
+    assert len(files) == 1 and "trained the Medusa heads on 300 tokens" in printed
+    assert "Medusa-1 on Vicuna-7B" in printed and "0.56" in printed
+
+    assert main(["train-heads", *local_pair, *SMALL]) == 0  # the second time: from the cache
+    assert "Medusa heads loaded from" in capsys.readouterr().out
+
+    prompts = tmp_path / "prompts.json"
+    prompts.write_text(json.dumps({"code": ["abc abc abc", "a b c a b c"]}))
+    out = tmp_path / "drafters.json"
+    args = ["bench", *local_pair, "--prompts", str(prompts), "--categories", "code", "--raw", "--max-new-tokens", "6"]
+    assert main([*args, "--compare-drafters", "model,ngram,medusa", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    doc = json.loads(out.read_text())
+    assert doc["drafters"] == ["model", "ngram", "medusa"] and len(doc["runs"]) == 3 * 2
+    assert all(row["identical"] for row in doc["runs"])  # greedy: every drafter gives the target's text
+    medusa = doc["summary"]["medusa"]
+    assert medusa["prompts"] == 2 and medusa["speedup"] > 0
+    assert "mean accept len" in printed and "medusa" in printed
+
+
+def test_compare_drafters_refuses_an_unknown_name_before_loading(capsys):
+    assert main(["bench", "--target", "/nonexistent/model-dir", "--compare-drafters", "model,eagle2"]) == 2
+    assert "--compare-drafters takes names from" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag, value", [("--heads", "0"), ("--tokens", "10"), ("--lr", "2")])
+def test_bad_training_settings_are_refused_before_loading(flag, value, capsys):
+    assert main(["train-heads", "--target", "/nonexistent/model-dir", flag, value]) == 2
+    err = capsys.readouterr().err
+    assert flag in err and "nonexistent" not in err
+
+
+def test_a_damaged_heads_file_is_trained_again(local_pair, cache, capsys):  # noqa: F811
+    assert main(["train-heads", *local_pair, *SMALL]) == 0
+    path = next((cache / "heads").glob("medusa-*.safetensors"))
+    path.write_bytes(b"not a safetensors file")
+    capsys.readouterr()
+    assert main(["train-heads", *local_pair, *SMALL]) == 0
+    printed = capsys.readouterr().out
+    assert "damaged" in printed and "training again" in printed and "trained the Medusa heads" in printed
