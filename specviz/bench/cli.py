@@ -48,13 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=",".join(DEFAULT_METHODS),
         help=f"comma-separated, from {', '.join(METHODS)} (baseline is required)",
     )
-    parser.add_argument(
-        "--stream",
-        default=None,
-        metavar="FILE",
-        help="replay a stream of requests (assets/streams/*.json, or a prompt file) through the target alone, the "
-        "draft model, the traffic drafter and the controller, and print the per-request curve",
-    )
+    _mode_arguments(parser)
     parser.add_argument("--no-warmup", action="store_true")
     parser.add_argument(
         "--no-fuse-prompt",
@@ -74,13 +68,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(CUDA graphs on a GPU; for ours and the baseline, not transformers' methods; "
         "--alternatives is then off: a compiled step takes no token-tree mask)",
     )
-    parser.add_argument(
-        "--compare-drafters",
-        default=None,
-        metavar="NAMES",
-        help="instead of the methods' table: the baseline and our speculative decoding with each of these drafters "
-        "(comma-separated, from model, ngram, medusa) on the same prompts, in one table",
-    )
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own choice)")
     parser.add_argument("--curve-gammas", type=int, default=CURVE_GAMMAS, help="largest g of the verify-cost curve")
     parser.add_argument(
@@ -93,6 +80,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="also write the verify-cost curve here (default for the built-in pair: "
         "assets/verify_curve_<device>.json; 'none' to skip)",
+    )
+
+
+def _mode_arguments(parser: argparse.ArgumentParser) -> None:
+    """The modes that print another table than the methods' (--batch has its own, in bench/batching.py)."""
+    parser.add_argument(
+        "--stream",
+        default=None,
+        metavar="FILE",
+        help="replay a stream of requests (assets/streams/*.json, or a prompt file) through the target alone, the "
+        "draft model, the traffic drafter and the controller, and print the per-request curve",
+    )
+    parser.add_argument(
+        "--compare-drafters",
+        default=None,
+        metavar="NAMES",
+        help="instead of the methods' table: the baseline and our speculative decoding with each of these drafters "
+        "(comma-separated, from model, ngram, medusa, eagle) on the same prompts, in one table",
     )
 
 
