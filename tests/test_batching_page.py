@@ -40,12 +40,61 @@ def texts(at: AppTest) -> str:
     return "\n".join([m.value for m in at.markdown] + [h.value for h in at.html])
 
 
+SHIPPED = json.loads((ROOT / "assets" / "batching_cpu.json").read_text())
+
+
+def chart(at: AppTest, name: str) -> dict:
+    (found,) = [c for c in at.get("plotly_chart") if c.proto.id.endswith(f"batching.{name}")]
+    return json.loads(found.proto.spec)
+
+
 def test_the_shipped_result_shows_at_once(monkeypatch):
     at = open_page(monkeypatch, ROOT / "assets")
     assert "recorded" in texts(at)
     assert len(at.get("plotly_chart")) == 3
-    assert "no longer pays" in texts(at)  # this CPU's result reaches the break-even
     assert not at.warning
+    even = SHIPPED["break_even_batch"]
+    stop = next(r for r in SHIPPED["rows"] if r["batch"] == even)
+    assert f"**B = {even}: {stop['measured_speedup']:.2f}×**, speculation no longer pays" in texts(at)
+    table = at.dataframe[0].value  # the table is the file's rows
+    assert list(table["B"]) == [r["batch"] for r in SHIPPED["rows"]]
+    assert list(table["measured speed-up"]) == [round(r["measured_speedup"], 2) for r in SHIPPED["rows"]]
+    assert list(table["predicted speed-up"]) == [round(r["predicted_speedup"], 2) for r in SHIPPED["rows"]]
+    traces = {t["name"]: t for t in chart(at, "speedup")["data"]}
+    assert traces["measured (real batched loops)"]["y"] == [r["measured_speedup"] for r in SHIPPED["rows"]]
+    marker = traces[f"speculation stops paying: B = {even}"]
+    assert marker["x"] == [even, even]  # in data units: the break-even B itself, not its log
+
+
+def test_the_forward_cost_axes_label_every_tick_in_full(monkeypatch):
+    """Plotly's own log ticks read "5" and "2" for 0.5 s and 0.2 s; every tick says its value and unit."""
+    at = open_page(monkeypatch, ROOT / "assets")
+    layout = chart(at, "curve")["layout"]
+    assert layout["yaxis"]["ticktext"][:3] == ["0.2 s", "0.5 s", "1 s"]
+    assert layout["yaxis"]["tickvals"][:3] == [0.2, 0.5, 1.0]
+    assert layout["xaxis"]["tickvals"] == [1, 2, 4, 8, 16, 32, 64, 128, 256]
+
+
+def with_rows(doc: dict, **changes: list) -> dict:
+    """doc with the named fields of its rows replaced, one value per row."""
+    rows = [dict(row, **{name: values[i] for name, values in changes.items()}) for i, row in enumerate(doc["rows"])]
+    return dict(doc, rows=rows)
+
+
+def test_the_reading_names_the_factor_that_ended_the_gain():
+    from specviz.markup.batching import reading
+
+    words = reading(SHIPPED)  # this CPU: the rounds shrink from 3.2 to 1.33 tokens per row by B = 4
+    assert "The shorter rounds end the gain here" in words and "from 3.20 to 1.33 tokens per row" in words
+    assert "- **B = 2: 1.00×**: it only breaks even." in words
+    assert "the curve's is 39% off here" in words  # 0.84× predicted against 0.60× measured
+    steady = with_rows(SHIPPED, tokens_per_round=[3.2] * 5)  # the same yield at every B: only the cost can grow
+    steady = with_rows(steady, curve_verify_seconds=[0.356, 0.8, 1.6, 2.0, 3.0])
+    words = reading(steady)
+    assert "The verify's cost ends the gain here" in words and "shorter rounds" not in words
+    assert "39% off" not in reading(with_rows(SHIPPED, predicted_speedup=[2.0, 1.0, 0.62, 0.45, 0.33]))
+    never = dict(SHIPPED, break_even_batch=None)
+    assert "it still pays here" in reading(never) and "no longer pays" not in reading(never)
 
 
 def test_a_damaged_file_is_refused_and_the_good_one_shows(monkeypatch, tmp_path, tiny_result):

@@ -62,15 +62,19 @@ def served(tmp_path: Path, env_extra: dict[str, str]) -> Iterator[str]:
         stop_app(process)
 
 
+def set_max_new_tokens(page, count: int) -> None:
+    tokens = page.get_by_label("Max new tokens")
+    tokens.fill(str(count))
+    tokens.press("Enter")
+
+
 def drive(url: str, shot: Path, max_new_tokens: int, run_timeout_s: float) -> dict:
     """Type a prompt, run it, step through the rounds; returns what was seen on the page."""
     from playwright.sync_api import expect
 
     seen = {"accepted": False, "rejected": False, "speedup": None}
     with home_page(url) as page:
-        tokens = page.get_by_label("Max new tokens")
-        tokens.fill(str(max_new_tokens))
-        tokens.press("Enter")
+        set_max_new_tokens(page, max_new_tokens)
         prompt = page.get_by_label("Prompt", exact=True)
         prompt.fill(PROSE)
         prompt.press("Control+Enter")  # commits the text area
@@ -215,3 +219,72 @@ def test_a_hostile_trace_draws_no_element_of_its_own_in_a_real_browser(tmp_path)
     env = {"SPECVIZ_PAIR": "tiny", "OMP_NUM_THREADS": "1", "SPECVIZ_TRACES_DIR": str(tmp_path / "no-traces")}
     with served(tmp_path, env) as url:
         drive_hostile(url, hostile_trace(tmp_path / "hostile.json"), tmp_path / "hostile.png")
+
+
+# --- draft heads ------------------------------------------------------------------------------------
+
+
+def slide_to_start(page, label: str, presses: int) -> None:
+    """Move the page's slider (or select slider) with this label to its first value, by keyboard."""
+    thumb = page.locator('[data-testid="stSlider"]').filter(has_text=label).get_by_role("slider")
+    thumb.focus()
+    for _ in range(presses):
+        thumb.press("ArrowLeft")
+    page.wait_for_timeout(800)
+
+
+def drive_heads(url: str, kind: str, shot: Path) -> dict:
+    """Train heads of `kind` on the Heads page (the smallest training it offers), pick them as the sidebar's
+    drafter, run Step through; returns what the training caption and the run showed."""
+    from playwright.sync_api import expect
+
+    name = {"medusa": "Medusa heads", "eagle": "EAGLE head"}[kind]
+    with home_page(url) as page:
+        page.get_by_role("link", name="Heads").first.click()
+        expect(page.get_by_role("heading", name="Heads: speculation from the target's own hidden state")).to_be_visible(
+            timeout=60_000
+        )
+        choice = page.locator('[data-testid="stRadio"]').filter(has_text="Train").get_by_text(name, exact=True)
+        expect(choice).to_be_visible(timeout=60_000)
+        choice.click()
+        page.wait_for_timeout(800)
+        slide_to_start(page, "Training tokens", 4)  # 2,000 tokens
+        slide_to_start(page, "Epochs", 3)  # 1 epoch
+        page.get_by_role("button", name="Train", exact=True).click()
+        trained = page.locator('[data-testid="stCaptionContainer"]').filter(has_text="Trained in this session")
+        expect(trained.first).to_be_visible(timeout=300_000)
+        seen = {"trained": trained.first.inner_text()}
+        sidebar = page.locator('[data-testid="stSidebar"]')
+        sidebar.get_by_text("Medusa" if kind == "medusa" else "EAGLE", exact=True).first.click()
+        page.wait_for_timeout(800)
+        page.get_by_role("link", name="Step through").first.click()
+        expect(page.get_by_role("heading", name="A small model writes ahead, a big model checks")).to_be_visible(
+            timeout=60_000
+        )
+        set_max_new_tokens(page, 16)
+        page.wait_for_timeout(800)
+        page.get_by_role("button", name="Run", exact=True).click()
+        expect(page.get_by_role("heading", name="Showing your run")).to_be_visible(timeout=120_000)
+        speedup = page.locator('[data-testid="stMetric"]').filter(has_text="Speed-up")
+        seen |= {
+            "speedup": speedup.locator('[data-testid="stMetricValue"]').inner_text(),
+            "chips": page.locator(".sv-chip.sv-accepted, .sv-chip.sv-rejected").count(),
+            "text": page.locator('[data-testid="stMain"]').inner_text(),
+        }
+        page.screenshot(path=str(shot), full_page=True)
+    return seen
+
+
+@pytest.mark.parametrize("kind", ["medusa", "eagle"])
+def test_train_heads_then_draft_with_them_in_a_real_browser_on_the_tiny_pair(tmp_path, kind):
+    env = {"SPECVIZ_PAIR": "tiny", "OMP_NUM_THREADS": "1", "SPECVIZ_CACHE": str(tmp_path / "cache")}
+    with served(tmp_path, env) as url:
+        seen = drive_heads(url, kind, tmp_path / "heads.png")
+    assert list((tmp_path / "cache" / "heads").glob(f"{kind}-*.safetensors")), "the training was not saved"
+    assert "2,000 training tokens" in seen["trained"], seen["trained"]  # the sliders reached the training
+    assert ("4 heads" if kind == "medusa" else "one layer") in seen["trained"], seen["trained"]
+    drafter = {"medusa": "drafter: Medusa heads", "eagle": "drafter: EAGLE head"}[kind]
+    assert drafter in seen["text"], "the run did not draft with the trained heads"
+    assert seen["chips"] > 0, "no checked draft chip: the heads drafted nothing"
+    match = re.fullmatch(r"(\d+\.\d+)×", seen["speedup"].strip())
+    assert match and 0 < float(match.group(1)) < 100, seen["speedup"]
