@@ -113,6 +113,13 @@ def start_tests(scratch: Path, tests: list[str]) -> int:
         os._exit(code)
 
 
+def present(scratch: Path, test: str) -> bool:
+    """The test file, or the test function a node id names, is in this copy (--tests-from may predate it)."""
+    path, _, name = test.partition("::")
+    file = scratch / path
+    return file.exists() and (not name or f"def {name.split('[')[0]}(" in file.read_text())
+
+
 def run_all(work: list[tuple[str, tuple]], scratches: list[Path], timeout: int, save) -> list[dict]:
     """Run every mutant, as many at once as there are scratch copies; a failure or a timeout kills a mutant.
     save(results) after each one, so that a run cut short still leaves its results."""
@@ -122,7 +129,7 @@ def run_all(work: list[tuple[str, tuple]], scratches: list[Path], timeout: int, 
             name, mutant = pending.pop(0)
             scratch = free.pop()
             (scratch / name).write_text(apply((ROOT / name).read_text(), mutant))
-            tests = [t for t in TESTS[name] if (scratch / t.split("::")[0]).exists()]
+            tests = [t for t in TESTS[name] if present(scratch, t)]
             running[start_tests(scratch, tests)] = (name, mutant, scratch, time.monotonic())
         time.sleep(0.2)
         for pid, (name, mutant, scratch, started) in list(running.items()):
