@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import specviz.acceptance as acceptance
-from specviz.acceptance import draw_alternatives, verify
+from specviz.acceptance import draw_alternatives, pick_alternatives, verify
 from specviz.config import ConfigError, SpecConfig
 from specviz.drafters import Draft
 from specviz.engine import autoregressive_generate, run_to_end, speculative_generate
@@ -101,6 +101,10 @@ def test_events_with_alternatives_agree_with_output(pair, prompt_ids, temperatur
             accepted = n if r.rejection_index is None else r.rejection_index
             assert r.n_accepted == accepted
             assert list(r.appended) == [d.id for d in r.drafted[:accepted]] + [r.next_token.id]
+        for d in r.drafted:  # a draw for every checked drafted token (a refused d_n too), and it gave the verdict
+            assert (d.u is None) == (temperature == 0.0 or d.verdict == "unchecked")
+            if d.u is not None:
+                assert (d.u <= d.ratio) == (d.verdict == "accepted")
         for a in r.alternatives:
             assert a.id != r.drafted[-1].id or temperature > 0  # greedy: the next-best tokens, not the draft's own
             if temperature > 0 and a.u is not None:
@@ -108,6 +112,30 @@ def test_events_with_alternatives_agree_with_output(pair, prompt_ids, temperatur
         produced.extend(r.appended)
     assert tuple(produced) == summary.token_ids
     assert any(r.kept_alternative is not None for r in rounds)
+
+
+# Three drafted positions; d_3 = 0 and the last row of q ranks 0, 2, 3, 1; token 4 and 5 have q = 0.
+Q_ROWS = torch.tensor(
+    [[0.1, 0.6, 0.2, 0.1, 0.0, 0.0], [0.05, 0.15, 0.1, 0.7, 0.0, 0.0], [0.4, 0.1, 0.3, 0.2, 0.0, 0.0]]
+)
+
+
+def test_greedy_alternatives_are_the_next_best_tokens_by_hand():
+    q = Q_ROWS[-1]
+    assert draw_alternatives(q, 0, 2, None, greedy=True) == [2, 3]
+    assert draw_alternatives(q, 2, 2, None, greedy=True) == [0, 3]
+    assert draw_alternatives(q, 0, 5, None, greedy=True) == [2, 3, 1]  # never a token the draft gives nothing
+    for greedy in (True, False):
+        assert draw_alternatives(q, 0, 0, torch.Generator().manual_seed(0), greedy=greedy) == []
+
+
+def test_alternatives_are_picked_for_the_last_drafted_token_when_the_draft_is_unsure():
+    draft = Draft([1, 3, 0], Q_ROWS, 3)
+    pick = lambda confidence: pick_alternatives(draft, count=2, confidence=confidence, generator=None, greedy=True)
+    assert pick(0.0) == [2, 3]  # no threshold: always; from q's last row, around d_3
+    assert pick(0.5) == [2, 3]  # the draft's top q there is 0.4: unsure
+    assert pick(0.4) == []  # sure enough: d_3 is unlikely to be refused
+    assert pick_alternatives(Draft([1], None, 0), count=2, confidence=0.0, generator=None, greedy=True) == []
 
 
 def _position_distribution(p_row, q_row, alternatives, runs, seed=0):

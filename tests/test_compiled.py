@@ -10,7 +10,7 @@ import torch
 from specviz.config import SpecConfig
 from specviz.engine import autoregressive_generate, run_to_end, speculative_generate
 from specviz.kvcache import CachedModel, compiled_decoder, disable_compiled_decoding, enable_compiled_decoding
-from specviz.tiny import tiny_pair
+from specviz.tiny import tiny_model, tiny_pair
 
 PROMPT = "def add(a, b):\n    return a + b\n\ndef add(a, b):"
 
@@ -86,3 +86,21 @@ def test_alternatives_are_left_out_on_a_compiled_target(compiled):
     _, base = run_to_end(autoregressive_generate(pair, ids, config))
     assert spec.token_ids == base.token_ids
     assert not any(r.alternatives for r in rounds)
+
+
+@torch.inference_mode()
+def test_compiled_steps_fill_the_static_cache_exactly():
+    """After the eager prompt pass, feeds of up to max_tokens tokens are compiled steps whose logits equal an eager
+    cache's; longer feeds run eagerly; the static cache takes exactly max_length tokens and refuses one more."""
+    model = tiny_model(40, seed=3)
+    decoder = enable_compiled_decoding(model, max_length=8, backend="eager", max_tokens=2)
+    try:
+        fast, eager = CachedModel(model, 40), CachedModel(model, 40)  # the second gets a dynamic cache
+        assert fast.decoder is decoder and eager.decoder is None
+        for feed, steps in [([1, 2], 0), ([3, 4, 5], 0), ([6, 7], 1), ([8], 2)]:  # 8 tokens: full
+            torch.testing.assert_close(fast.feed(feed), eager.feed(feed), atol=1e-4, rtol=1e-4)
+            assert decoder.steps == steps, feed
+        with pytest.raises(RuntimeError, match="holds 8 tokens"):
+            fast.feed([9])
+    finally:
+        disable_compiled_decoding(model)

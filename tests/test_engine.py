@@ -8,8 +8,15 @@ from unequal_widths import PROMPT as UNEQUAL_PROMPT
 from unequal_widths import TOKENS, unequal_pair
 
 from specviz.config import ConfigError, SpecConfig
-from specviz.drafters import lookup_continuation
-from specviz.engine import EngineError, autoregressive_generate, run_to_end, speculative_generate
+from specviz.drafters import Draft, lookup_continuation
+from specviz.engine import (
+    EngineError,
+    autoregressive_generate,
+    run_to_end,
+    speculative_generate,
+    start_run,
+    verify_phase,
+)
 from specviz.kvcache import CachedModel
 from specviz.tiny import tiny_pair
 from specviz.trace import RoundEvent
@@ -136,6 +143,55 @@ def test_rollback_gives_fresh_logits(pair, prompt_ids, monkeypatch):
     rounds, _ = run_to_end(speculative_generate(pair, prompt_ids, config))
     assert any(r.rejection_index is not None for r in rounds)
     assert checked["after_crop"] > 0
+
+
+def test_a_one_token_prompt_is_all_pending(pair):
+    """Nothing is processed before the first verify: the one prompt token goes into it."""
+    ids = pair.encode_prompt("d", chat=False)
+    assert len(ids) == 1
+    rounds, spec = run_to_end(speculative_generate(pair, ids, SpecConfig(gamma=3, max_new_tokens=20)))
+    out = pair.target.generate(torch.tensor([ids]), max_new_tokens=20, do_sample=False, min_new_tokens=20)
+    assert list(spec.token_ids) == out[0, 1:].tolist()
+    assert rounds[0].target_cache_before == 0 and rounds[0].draft_cache_before == 0
+
+
+def test_clock_readings_fit_inside_the_run(pair, prompt_ids):
+    """Every duration is a difference of two clock reads: non-negative and within the run's own length (a slip such
+    as t1 + t0 for t1 - t0 reads about twice the clock, far beyond it). Events count from 0, in time order."""
+    config = SpecConfig(gamma=3, max_new_tokens=12)
+    rounds, spec = run_to_end(speculative_generate(pair, prompt_ids, config))
+    steps, base = run_to_end(autoregressive_generate(pair, prompt_ids, config))
+    for summary in (spec, base):
+        assert 0 <= summary.prefill_seconds <= summary.seconds
+    for i, r in enumerate(rounds):
+        assert r.index == i
+        assert all(0 <= s <= spec.seconds for s in (r.draft_seconds, r.verify_seconds, r.bookkeeping_seconds))
+        assert r.draft_seconds + r.verify_seconds <= r.elapsed <= spec.seconds
+    for i, step in enumerate(steps):
+        assert step.index == i and 0 <= step.seconds <= step.elapsed <= base.seconds
+    for events in (rounds, steps):
+        assert [e.elapsed for e in events] == sorted(e.elapsed for e in events)
+
+
+@pytest.mark.parametrize("repeats", ["d_1", "d_2"])
+@torch.inference_mode()
+def test_a_kept_sibling_that_repeats_a_drafted_token_reads_its_own_row(pair, prompt_ids, repeats):
+    """The verify forward has one row after each sibling of d_n. Where the target's greedy text goes t1 t2 t3 with
+    t3 equal to t1 (or t2), draft [t1, t2, wrong] with siblings [other, t3]: t3 is kept, and its bonus must come
+    from its own row (after x t1 t2 t3), not from a drafted token's row."""
+    _, base = run_to_end(autoregressive_generate(pair, prompt_ids, SpecConfig(max_new_tokens=60)))
+    text = list(prompt_ids) + list(base.token_ids)
+    back = 2 if repeats == "d_1" else 1
+    i = next(i for i in range(len(prompt_ids), len(text) - 3) if text[i + 2] == text[i + 2 - back])
+    t1, t2, t3 = text[i : i + 3]
+    wrong, other = [t for t in range(pair.target.config.vocab_size) if t not in (t1, t2, t3)][:2]
+    run = start_run(pair, text[:i], SpecConfig(gamma=3, alternatives=2), speculative=True)
+    p, decision = verify_phase(run, Draft([t1, t2, wrong], None, 0), [other, t3])
+    assert decision.kept == [t1, t2, t3] and decision.alternative == 1
+    assert decision.next_row == 5  # rows: after the pending token, t1, t2, wrong; then after other, after t3
+    assert decision.next_token == text[i + 3]  # what the target alone says next
+    fresh = pair.target(torch.tensor([text[: i + 3]])).logits[0, -1]
+    torch.testing.assert_close(p[decision.next_row], torch.softmax(fresh, -1), atol=1e-4, rtol=1e-4)
 
 
 def test_rollback_crops_to_common_prefix(pair):

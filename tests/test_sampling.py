@@ -10,7 +10,7 @@ import torch
 from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
 from specviz.config import SpecConfig
-from specviz.sampling import build_warpers, probabilities, sample
+from specviz.sampling import build_warpers, probabilities, residual, sample, speculative_samples
 
 
 def by_hand(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
@@ -40,6 +40,7 @@ SETTINGS = [
     (0.7, 0, 1.0),
     (1.6, 0, 1.0),
     (1.0, 5, 1.0),
+    (1.0, 1, 1.0),  # top-k 1 is a setting of its own, not "off"
     (1.0, 0, 0.8),
     (0.7, 6, 1.0),
     (0.5, 0, 0.9),
@@ -96,3 +97,39 @@ def test_sampling_draws_follow_the_hand_computation():
     empirical = torch.bincount(draws, minlength=probs.shape[-1]).float() / n
     assert set(draws.tolist()) <= set(torch.nonzero(probs[0]).flatten().tolist())
     assert 0.5 * float((empirical - probs[0]).abs().sum()) < 0.02
+
+
+def test_residual_by_hand():
+    """norm(max(0, p - q)) along the last axis, each row on its own; p itself where p == q (nothing is left over,
+    and a rejection there has probability zero, but a draw from it must still be possible)."""
+    p = torch.tensor([0.5, 0.3, 0.2, 0.0])
+    q = torch.tensor([0.1, 0.1, 0.4, 0.4])
+    torch.testing.assert_close(residual(p, q), torch.tensor([2 / 3, 1 / 3, 0.0, 0.0]))
+    torch.testing.assert_close(residual(p, p), p)
+    rows = residual(torch.stack([p, q, p]), torch.stack([q, p, p]))
+    torch.testing.assert_close(rows, torch.stack([residual(p, q), residual(q, p), p]))
+
+
+P = torch.tensor([0.45, 0.25, 0.15, 0.1, 0.05])
+Q = torch.tensor([0.1, 0.1, 0.3, 0.3, 0.2])
+
+
+def test_speculative_samples_by_default_is_one_plain_step():
+    """Without alternatives: d ~ q, keep d if u <= min(1, p(d)/q(d)), else draw from the residual, with the same
+    generator draws in the same order (what the Lossless page explains)."""
+    n = 400
+    got = speculative_samples(P, Q, n, torch.Generator().manual_seed(4))
+    generator = torch.Generator().manual_seed(4)
+    d = torch.multinomial(Q, n, replacement=True, generator=generator)
+    u = torch.rand(n, generator=generator)
+    left = torch.tensor([0.35, 0.15, 0.0, 0.0, 0.0]) / 0.5  # max(0, P - Q), normalised
+    corrections = torch.multinomial(left, n, replacement=True, generator=generator)
+    expected = torch.where(u <= torch.clamp(P[d] / Q[d], max=1.0), d, corrections)
+    assert torch.equal(got, expected)
+
+
+def test_speculative_samples_with_an_exact_draft_follow_p():
+    """q == p: every draft is kept, and the residual (nothing left over) must not break the draw."""
+    got = speculative_samples(P, P.clone(), 20_000, torch.Generator().manual_seed(5), alternatives=2)
+    empirical = torch.bincount(got, minlength=5).float() / got.numel()
+    assert 0.5 * float((empirical - P).abs().sum()) < 0.02
