@@ -1,6 +1,7 @@
 """Step 3 of a round: which drafted tokens the target keeps, and the token that follows them.
 
-Speculative sampling (Leviathan et al. 2023, Chen et al. 2023): accept d_i while u_i <= min(1, p_i(d_i) / q_i(d_i));
+Speculative sampling (Leviathan et al. 2023, Chen et al. 2023): accept d_i while u_i < min(1, p_i(d_i) / q_i(d_i))
+(u_i uniform on [0, 1), so P(accept) is exactly the ratio: with <= a token of p = 0 would pass when u_i = 0);
 at the first rejection j draw from norm(max(0, p_j - q_j)); if all are accepted draw a bonus token from p_{n+1}.
 Greedy: accept while d_i == argmax p_i; the correction or bonus is argmax p. Either way the committed tokens
 follow p exactly, whatever q is.
@@ -195,7 +196,7 @@ def _check_chain(
         draws: list[float | None] = [None] * n
     else:
         u = torch.rand(n, generator=generator, device=p.device).tolist()
-        matches = [u_i <= r_i for u_i, r_i in zip(u, ratios, strict=True)]
+        matches = [u_i < r_i for u_i, r_i in zip(u, ratios, strict=True)]
         draws = list(u)
     return ratios, draws, next((i for i, ok in enumerate(matches) if not ok), n)
 
@@ -222,7 +223,7 @@ def _check_alternatives(
         else:
             ratios.append(float(acceptance_ratio(res[candidate], q_j[candidate])))
             draws.append(float(torch.rand(1, generator=generator, device=p_j.device)))
-            kept = draws[-1] <= ratios[-1]
+            kept = draws[-1] < ratios[-1]
         if kept:
             return m, res, draws, ratios
         if not greedy:

@@ -78,13 +78,13 @@ def speculative_samples(
     """
     d = torch.multinomial(q, n, replacement=True, generator=generator)
     u = torch.rand(n, generator=generator, device=p.device)
-    accepted = u <= acceptance_ratio(p[d], q[d])
+    accepted = u < acceptance_ratio(p[d], q[d])
     left = residual(p, q) if resample_residual else q
     out, pending = d, ~accepted
     for _ in range(alternatives):
         candidate = torch.multinomial(q, n, replacement=True, generator=generator)
         u = torch.rand(n, generator=generator, device=p.device)
-        keep = pending & (u <= acceptance_ratio(left[candidate], q[candidate]))
+        keep = pending & (u < acceptance_ratio(left[candidate], q[candidate]))
         out, pending = torch.where(keep, candidate, out), pending & ~keep
         left = residual(left, q) if resample_residual else q
     other = torch.multinomial(left, n, replacement=True, generator=generator)

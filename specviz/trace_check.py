@@ -429,12 +429,12 @@ def _kept_alternative(r: RoundEvent, allowed: int, where: str) -> Any:
 
 
 def _check_draws(tokens: Sequence[Any], greedy: bool, where: str) -> None:
-    """Greedy decides by argmax (no draws); sampling draws u for every checked token and keeps it iff u <= ratio."""
+    """Greedy decides by argmax (no draws); sampling draws u for every checked token and keeps it iff u < ratio."""
     for i, d in enumerate(tokens):
         if (d.u is not None) != (not greedy and d.verdict != "unchecked"):
             mode = "greedy" if greedy else "sampling"
             raise Refused(f"{where}[{i}].u is {show(d.u)} for a {d.verdict} token ({mode})")
-        if d.u is not None and (d.u <= d.ratio) != (d.verdict == "accepted"):
+        if d.u is not None and (d.u < d.ratio) != (d.verdict == "accepted"):
             raise Refused(f"{where}[{i}].verdict is {d.verdict!r}, but u is {d.u} and ratio {d.ratio}")
 
 

@@ -104,11 +104,11 @@ def test_events_with_alternatives_agree_with_output(pair, prompt_ids, temperatur
         for d in r.drafted:  # a draw for every checked drafted token (a refused d_n too), and it gave the verdict
             assert (d.u is None) == (temperature == 0.0 or d.verdict == "unchecked")
             if d.u is not None:
-                assert (d.u <= d.ratio) == (d.verdict == "accepted")
+                assert (d.u < d.ratio) == (d.verdict == "accepted")
         for a in r.alternatives:
             assert a.id != r.drafted[-1].id or temperature > 0  # greedy: the next-best tokens, not the draft's own
             if temperature > 0 and a.u is not None:
-                assert (a.u <= a.ratio) == (a.verdict == "accepted")
+                assert (a.u < a.ratio) == (a.verdict == "accepted")
         produced.extend(r.appended)
     assert tuple(produced) == summary.token_ids
     assert any(r.kept_alternative is not None for r in rounds)
@@ -171,7 +171,7 @@ def _check_alternatives_against_p(p_j, q_j, res, *, alternatives, generator, gre
     for m, candidate in enumerate(alternatives):
         ratios.append(float(acceptance_ratio(p_j[candidate], q_j[candidate])))  # the bug: p_j, not res
         draws.append(float(torch.rand(1, generator=generator)))
-        if draws[-1] <= ratios[-1]:
+        if draws[-1] < ratios[-1]:
             return m, res, draws, ratios
         res = residual(res, q_j)
     return None, res, draws, ratios

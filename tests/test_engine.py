@@ -98,7 +98,7 @@ def test_events_agree_with_output(pair, prompt_ids, temperature, drafter):
             assert d.ratio == pytest.approx(min(1.0, d.p / d.q), rel=1e-5)
             assert (d.u is None) == (temperature == 0.0 or d.verdict == "unchecked")
             if d.u is not None:
-                assert (d.u <= d.ratio) == (d.verdict == "accepted")
+                assert (d.u < d.ratio) == (d.verdict == "accepted")
         # Target cache: the prompt and all committed tokens but the newest, which goes into the next verify.
         committed_after = len(prompt_ids) + len(produced) + len(r.appended)
         assert r.target_cache_before == committed_after - len(r.appended) - 1

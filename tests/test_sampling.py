@@ -115,7 +115,7 @@ Q = torch.tensor([0.1, 0.1, 0.3, 0.3, 0.2])
 
 
 def test_speculative_samples_by_default_is_one_plain_step():
-    """Without alternatives: d ~ q, keep d if u <= min(1, p(d)/q(d)), else draw from the residual, with the same
+    """Without alternatives: d ~ q, keep d if u < min(1, p(d)/q(d)), else draw from the residual, with the same
     generator draws in the same order (what the Lossless page explains)."""
     n = 400
     got = speculative_samples(P, Q, n, torch.Generator().manual_seed(4))
@@ -124,7 +124,7 @@ def test_speculative_samples_by_default_is_one_plain_step():
     u = torch.rand(n, generator=generator)
     left = torch.tensor([0.35, 0.15, 0.0, 0.0, 0.0]) / 0.5  # max(0, P - Q), normalised
     corrections = torch.multinomial(left, n, replacement=True, generator=generator)
-    expected = torch.where(u <= torch.clamp(P[d] / Q[d], max=1.0), d, corrections)
+    expected = torch.where(u < torch.clamp(P[d] / Q[d], max=1.0), d, corrections)
     assert torch.equal(got, expected)
 
 
@@ -133,3 +133,20 @@ def test_speculative_samples_with_an_exact_draft_follow_p():
     got = speculative_samples(P, P.clone(), 20_000, torch.Generator().manual_seed(5), alternatives=2)
     empirical = torch.bincount(got, minlength=5).float() / got.numel()
     assert 0.5 * float((empirical - P).abs().sum()) < 0.02
+
+
+def test_a_zero_draw_never_accepts_a_token_the_target_rules_out(monkeypatch):
+    """u is uniform on [0, 1), and torch.rand can return exactly 0.0: a drafted token or an alternative with p = 0
+    (ratio 0, e.g. outside top-k) must be refused even then, or the output would not follow p."""
+    from specviz.acceptance import verify
+    from specviz.drafters import Draft
+
+    monkeypatch.setattr(torch, "rand", lambda n, generator=None, device=None: torch.zeros(n, device=device))
+    p = torch.tensor([[0.5, 0.5, 0.0, 0.0], [0.25, 0.25, 0.25, 0.25], [0.1, 0.2, 0.3, 0.4]])
+    q = torch.full((1, 4), 0.25)
+    decision = verify(p, Draft([2], q, 1), None, greedy=False, alternatives=[3], alternative_rows={3: 2})
+    assert decision.kept == [] and decision.rejection_index == 0 and decision.alternative is None
+    assert decision.u == [0.0] and decision.ratios == [0.0] and decision.next_token in (0, 1)
+
+    samples = speculative_samples(p[0], q[0], 1000, alternatives=1)
+    assert set(samples.tolist()) <= {0, 1}  # every draw is 0.0, yet no token of p = 0 comes out
