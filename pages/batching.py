@@ -5,6 +5,7 @@ import streamlit as st
 from specviz import ui
 
 ui.page_guard()
+PAGE = "batching"
 
 st.html('<div class="sv-kicker">Serving many requests</div>')
 st.title("Batching: when speculation stops paying")
@@ -15,3 +16,5 @@ st.markdown(
     "measured at each B next to what the measured forward times predict."
 )
 ui.batching_page(ui.settings())
+
+ui.experiments_section(PAGE)

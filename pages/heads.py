@@ -72,3 +72,5 @@ if not state.busy:
         "show each head's q beside the target's p. `python -m specviz bench --compare-drafters "
         "model,ngram,medusa,eagle` races them all on the same prompts."
     )
+
+ui.experiments_section(PAGE)

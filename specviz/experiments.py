@@ -4,7 +4,8 @@ An Experiment names its page, the widget values its button sets (session-state k
 "<page>.<name>" for the page's own widgets), whether the button also starts the page's run, what to look for once
 it has run, and why. A page adds experiments by adding an entry to EXPERIMENTS; the ten-minute path (PATH) is an
 ordered list of experiment ids across pages. The observations were checked on the built-in pair (the numbers
-quoted are from the recorded runs in assets/ or from docs/DESIGN.md, "Guided experiments").
+quoted are from the recorded runs in assets/ or from docs/DESIGN.md, "Guided experiments"; the Heads and Batching
+experiments' from assets/heads/*_cpu.json and assets/batching_cpu.json).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ PAGE_FILES = {
     "theory": "pages/theory.py",
     "lab": "pages/acceptance_lab.py",
     "lossless": "pages/lossless.py",
+    "heads": "pages/heads.py",
+    "batching": "pages/batching.py",
 }
 PAGE_TITLES = {
     "step": "Step through",
@@ -27,6 +30,8 @@ PAGE_TITLES = {
     "theory": "Theory",
     "lab": "Acceptance lab",
     "lossless": "Lossless",
+    "heads": "Heads",
+    "batching": "Batching",
 }
 
 
@@ -267,7 +272,102 @@ LOSSLESS = (
     ),
 )
 
-EXPERIMENTS: tuple[Experiment, ...] = STEP + RACE + THEORY + LAB + LOSSLESS
+HEADS = (
+    Experiment(
+        "heads_medusa_k",
+        "heads",
+        "Which Medusa head is most accurate, and why does accuracy fall with k?",
+        (("heads.kind", "medusa"), ("heads.count", 4)),
+        "Head 1: on held-out text its guess is the target's own token 19% of the time (top-5: 40%); head 2 7%, "
+        "head 3 4%, head 4 4% (the recorded training of 4 heads on 12,000 tokens). Medusa-1's heads on Vicuna-7B "
+        "(the markers) fall the same way, from 56% to 15%.",
+        "Every head reads the same h_t, the state at the last token, and head k must guess k + 1 positions on "
+        "without seeing the k tokens in between: each unseen token multiplies the ways the text can go on. Only "
+        "the first guesses of a draft are usually kept, so a long Medusa draft buys little.",
+        run=False,
+    ),
+    Experiment(
+        "heads_medusa_eagle",
+        "heads",
+        "Medusa or EAGLE: which one's first guess is better, and what does each see?",
+        (("heads.kind", "eagle"),),
+        "Close, with Medusa slightly ahead here: Medusa's head 1 is right 19% of the time (top-5 40%), the "
+        "EAGLE head 17% (top-5 35%), trained on the same 12,000 tokens of the same target.",
+        "Both guess the same token, the one after the target's next. Medusa's head sees only h_t; EAGLE's layer "
+        "sees the feature f_t and the token the target just chose, and then runs again on its own guess, so its "
+        "second and later guesses see the ones before them, where Medusa's heads 2 to 4 are blind (7%, 4%, 4%). "
+        "The recording measures EAGLE's first guess only; one small layer trained for 93 s has not learnt more "
+        "from the extra input than Medusa's head.",
+        run=False,
+    ),
+    Experiment(
+        "heads_lossless",
+        "heads",
+        "Why does sampling with the heads stay lossless while Medusa's typical acceptance is not?",
+        (("heads.kind", "medusa"),),
+        "The text's distribution does not depend on the drafter: the target keeps a head's guess d with probability "
+        "min(1, p(d)/q(d)), q the head's own distribution (zero outside its output vocabulary of 1,758 tokens), "
+        "and on a rejection draws from norm(max(0, p − q)). Typical acceptance keeps d whenever p(d) is above a "
+        "threshold, and never draws from a residual.",
+        "min(p, q) + (p − q)⁺ = p whatever q is, so a head, however weak, changes only the speed; a token the "
+        "head cannot propose (q = 0) is still reached through the residual, which equals p there. Typical "
+        "acceptance keeps every token the target finds plausible enough, so the text follows a truncated, "
+        "reweighted p: tokens above the threshold come out more often than p says, the rest less.",
+        run=False,
+    ),
+)
+
+BATCHING_SHOWN = (
+    ("cfg.gamma", 4),
+    ("batching.sizes", "1,2,4,8,16"),
+    ("batching.tokens", 16),
+    ("batching.shown", "cpu"),
+)
+
+BATCHING = (
+    Experiment(
+        "batching_break_even",
+        "batching",
+        "At which batch size does speculation stop paying on this CPU, and is it the verify cost or the shorter "
+        "rounds?",
+        BATCHING_SHOWN,
+        "At B = 4: the recorded result (γ 4, 16 tokens per row) measured 2.08× at B = 1, 1.00× at B = 2 and "
+        "0.60× at B = 4. It is the shorter rounds: a round yields 3.20 tokens per row at B = 1 and 1.33 at B = 4, "
+        "while its cost stays about the same, 1.71 and 1.60 plain steps of the batch.",
+        "The batch advances by the shortest accepted prefix of its rows: with four rows, an early rejection in "
+        "any one of them ends the round for all. On this CPU a verify over n = B (γ + 1) = 20 tokens still costs "
+        "1.14 plain steps (1.20 at B = 1): T(n) is nearly flat there, so the verify is not what ends the gain.",
+        run=False,
+    ),
+    Experiment(
+        "batching_throughput",
+        "batching",
+        "Compare the throughput of plain decoding at B = 16 with speculative decoding at B = 1: which serves more "
+        "tokens per second?",
+        BATCHING_SHOWN,
+        "Plain decoding at B = 16 serves 36.2 tokens/s, 5.0 times the 7.2 tokens/s of speculative decoding at "
+        "B = 1 (and speculative decoding at B = 16 only 12.1 tokens/s).",
+        "Both spend the same spare compute: a forward over a few tokens costs about what one token costs. A batch "
+        "fills it with tokens that are all kept, speculation with guesses that may be thrown away. A loaded "
+        "server gets more from the batch, which is why serving engines lower γ as the batch grows; speculation "
+        "is for the latency of a lightly loaded one.",
+        run=False,
+    ),
+    Experiment(
+        "batching_knee",
+        "batching",
+        "Where does T(n), the target's forward over n tokens, stop being flat?",
+        BATCHING_SHOWN,
+        "Around n = 16 to 32: T(1) = 0.296 s, T(16) = 0.430 s, then T(32) = 0.600 s, twice T(1), and T(256) = "
+        "2.853 s, 9.6 times T(1). At B = 16 the verify over n = 80 tokens costs 2.75 plain steps of the batch.",
+        "Below the knee a forward is memory-bound: its time goes into reading the weights once, and a few more "
+        "tokens ride along almost free. Past it the arithmetic dominates and the cost grows with n, so every "
+        "drafted token that is rejected costs real time.",
+        run=False,
+    ),
+)
+
+EXPERIMENTS: tuple[Experiment, ...] = STEP + RACE + THEORY + LAB + LOSSLESS + HEADS + BATCHING
 PATH: tuple[str, ...] = (
     "prose_defaults",
     "temperature",
@@ -276,6 +376,8 @@ PATH: tuple[str, ...] = (
     "gamma8_threshold",
     "lab_ngram",
     "broken",
+    "heads_medusa_eagle",
+    "batching_break_even",
 )  # the ten-minute path through the app, in order
 
 

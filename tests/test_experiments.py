@@ -243,3 +243,77 @@ def test_the_lab_experiments_numbers_are_the_recorded_batch():
     observe = experiments.by_id("lab_position").observe
     assert f"{pct(positions[0].rate)} at position 1 and {pct(positions[3].rate)} at position 4" in observe
     assert positions[3].rate > positions[0].rate and positions[3].reached < positions[0].reached
+
+
+# --- Heads and Batching: the numbers quoted are the shipped recordings ----------------------------------------
+
+
+def test_the_heads_experiments_numbers_are_the_recorded_trainings():
+    from specviz.charts.heads import VICUNA_7B_TOP1
+    from specviz.heads.report import RECORDED, load_report
+
+    medusa, eagle = load_report(RECORDED["medusa"]), load_report(RECORDED["eagle"])
+    assert medusa["kind"] == "medusa" and eagle["kind"] == "eagle"
+    top1 = [pct(a) for a in medusa["top1"]]
+    observe = experiments.by_id("heads_medusa_k").observe
+    assert f"{top1[0]} of the time (top-5: {pct(medusa['top5'][0])}); head 2 {top1[1]}, head 3 {top1[2]}" in observe
+    trained = f"(the recorded training of {medusa['heads']} heads on {medusa['train_tokens']:,}"
+    assert f"head 4 {top1[3]} {trained}" in observe
+    assert f"from {pct(VICUNA_7B_TOP1[0])} to {pct(VICUNA_7B_TOP1[-1])}" in observe
+    assert list(medusa["top1"]) == sorted(medusa["top1"], reverse=True)  # accuracy falls with k
+    assert experiments.by_id("heads_medusa_k").values["heads.count"] == medusa["heads"]
+
+    both = experiments.by_id("heads_medusa_eagle")
+    assert medusa["top1"][0] > eagle["top1"][0] and "Medusa slightly ahead" in both.observe
+    assert f"head 1 is right {top1[0]} of the time (top-5 {pct(medusa['top5'][0])})" in both.observe
+    assert f"EAGLE head {pct(eagle['top1'][0])} (top-5 {pct(eagle['top5'][0])})" in both.observe
+    assert medusa["train_tokens"] == eagle["train_tokens"] and f"same {eagle['train_tokens']:,} tokens" in both.observe
+    assert f"({top1[1]}, {top1[2]}, {top1[3]})" in both.reason and len(eagle["top1"]) == 1
+    assert f"trained for {eagle['train_seconds']:.0f} s" in both.reason
+
+    lossless = experiments.by_id("heads_lossless")
+    assert medusa["vocabulary"] == eagle["vocabulary"] and f"{medusa['vocabulary']:,} tokens" in lossless.observe
+
+
+def batching_cpu() -> dict:
+    from specviz.batching_file import load_batching
+
+    return load_batching(ROOT / "assets" / "batching_cpu.json")
+
+
+def test_the_batching_experiments_numbers_are_the_recorded_result():
+    from specviz.markup.batching import _costs
+
+    doc = batching_cpu()
+    rows, gamma = {r["batch"]: r for r in doc["rows"]}, doc["gamma"]
+    for e in experiments.for_page("batching"):  # the button shows this recording, at its γ, batch sizes, tokens
+        assert e.values["cfg.gamma"] == gamma and e.values["batching.tokens"] == doc["max_new_tokens"]
+        assert e.values["batching.sizes"] == ",".join(str(b) for b in rows) and e.values["batching.shown"] == "cpu"
+
+    even = experiments.by_id("batching_break_even")
+    assert doc["break_even_batch"] == 4 and even.observe.startswith("At B = 4:")
+    speed = {b: f"{r['measured_speedup']:.2f}×" for b, r in rows.items()}
+    assert f"{speed[1]} at B = 1, {speed[2]} at B = 2 and {speed[4]} at B = 4" in even.observe
+    assert (
+        f"{rows[1]['tokens_per_round']:.2f} tokens per row at B = 1 and {rows[4]['tokens_per_round']:.2f} at B = 4"
+        in even.observe
+    )
+    cost1, cost4 = _costs(rows[1], gamma), _costs(rows[4], gamma)
+    assert f"{cost1['round']:.2f} and {cost4['round']:.2f} plain steps" in even.observe
+    assert f"{cost4['verify']:.2f} plain steps ({cost1['verify']:.2f} at B = 1)" in even.reason
+    # the shorter rounds, not the verify: the yield fell by more than the round's cost rose
+    assert rows[1]["tokens_per_round"] / rows[4]["tokens_per_round"] > cost4["round"] / cost1["round"]
+    assert f"n = B (γ + 1) = {4 * (gamma + 1)} tokens" in even.reason
+
+    served = experiments.by_id("batching_throughput").observe
+    plain16, spec1 = rows[16]["plain_tokens_per_second"], rows[1]["speculative_tokens_per_second"]
+    assert f"B = 16 serves {plain16:.1f} tokens/s, {plain16 / spec1:.1f} times the {spec1:.1f} tokens/s" in served
+    assert f"B = 16 only {rows[16]['speculative_tokens_per_second']:.1f} tokens/s" in served
+
+    knee = experiments.by_id("batching_knee").observe
+    t = dict(zip(doc["curve"]["tokens"], doc["curve"]["seconds"], strict=True))
+    for n in (1, 16, 32, 256):
+        assert f"T({n}) = {t[n]:.3f} s" in knee
+    assert t[16] / t[1] < 1.5 and 2 <= t[32] / t[1] < 2.1  # flat to 16, twice T(1) at 32
+    assert f"{t[256] / t[1]:.1f} times T(1)" in knee
+    assert f"n = {16 * (gamma + 1)} tokens costs {_costs(rows[16], gamma)['verify']:.2f} plain steps" in knee

@@ -137,6 +137,13 @@ def test_every_page_opens_on_a_recorded_result_and_says_whose(monkeypatch, recor
     at = start(monkeypatch, recordings / "traces")
     at.switch_page(experiments.PAGE_FILES[page]).run()
     assert not at.exception, at.exception
+    if page in ("heads", "batching"):  # their recordings are the shipped ones, named in their own lines
+        recorded = {
+            "heads": lambda: sum(c.value.startswith("Recorded: ") for c in at.caption) == 2,
+            "batching": lambda: any("<b>recorded</b>" in h.value for h in at.html),
+        }
+        assert recorded[page](), page
+        return
     banners = [i.value for i in at.info if "Recorded" in i.value]
     assert banners, [i.value for i in at.info]
     if page in ("lab", "lossless"):  # the recording's own origin: pair, machine, date
