@@ -83,11 +83,12 @@ EXPLANATION = (
     "**How to read it.** Each request runs four times on the same pair: the target alone (the speed-up's "
     "reference), then speculative decoding with the draft model, with the **traffic drafter** (a suffix match "
     "over every earlier request and this one: it proposes what followed the longest earlier match, no model), "
-    "and with the **controller**, which each round takes traffic drafts when the match is confident, the draft "
-    "model otherwise, or both (the model goes on where the match ends). After each request its text joins the "
-    "store. Repeated boilerplate makes later requests cheaper: acceptance climbs; when the traffic changes "
-    "(a new language) old matches stop paying, the controller leans on the draft model, and the new kind of "
-    "request is learned in turn. Every output is checked equal to the target's alone."
+    "and with the **controller**, which each round takes whichever is expected to commit the most tokens per "
+    "second: traffic drafts (free: no draft forward), the draft model, or both (the model goes on where the match "
+    "ends), from each one's measured acceptance (traffic's by match length) and the measured costs. "
+    "After each request its text joins the store. Repeated boilerplate makes later requests cheaper: acceptance "
+    "climbs; when the traffic changes (a new language) old matches stop paying, the controller leans on the "
+    "draft model, and the new kind of request is learned in turn. Every output is checked equal to the target's alone."
 )
 
 
