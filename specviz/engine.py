@@ -303,7 +303,10 @@ def speculative_generate(
         event = _recorded(run, done, index=totals.rounds)
         totals.add(event)
         yield event
-        schedule.learn(_cost(run, done, event))
+        cost = _cost(run, done, event)
+        schedule.learn(cost)
+        if isinstance(run.drafter, ControllerDrafter):
+            run.drafter.learn(cost)  # its choice between sources weighs the same measured costs
     yield run.summary(totals, finish)
 
 

@@ -1,32 +1,36 @@
 """Drafters that learn from traffic: the traffic drafter (a suffix match over earlier requests and this one) and a
 controller in the spirit of Together AI's ATLAS that picks, each round, the traffic drafter, the draft model, or
-both (the model continues where the match ends), and sets the traffic draft's length from its measured acceptance.
+both (the model continues where the match ends), by expected tokens per second (controller.py), and sets the
+traffic draft's length from its measured acceptance.
 
-Both keep per-run state only; the TrafficStore they read is shared (one per tokenizer: traffic_store) and is fed
-by the runs layer after each run (runs.run_trace). Why these rules: docs/DESIGN.md, "The traffic drafter".
+The TrafficStore they read is shared (one per tokenizer: traffic_store) and is fed by the runs layer after each
+run (runs.run_trace); what the controller measured is kept beside its store (controller_memory). Why these rules:
+docs/DESIGN.md, "The traffic drafter".
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import threading
-from dataclasses import dataclass, replace
+import time
+import weakref
+from dataclasses import replace
 from pathlib import Path
-from typing import Literal
 
 import torch
 
 from .builtin import cache_root
+from .controller import ControllerMemory, Source, choose_source, match_bucket, traffic_length
 from .drafters import Draft, ModelDrafter
+from .schedule import RoundCost
 from .suffix import MAX_SPEC_FACTOR, MIN_TOKEN_PROB, Proposal, SuffixIndex, TrafficStore, continuation, longest_match
 
-Source = Literal["traffic", "model", "both"]
 LIVE = -1  # sequence id of the request being generated, in its own SuffixIndex (ranked most recent)
 
 _STORES: dict[str, TrafficStore] = {}
 _STORES_GUARD = threading.Lock()
+_MEMORIES: weakref.WeakKeyDictionary[TrafficStore, ControllerMemory] = weakref.WeakKeyDictionary()
 
 
 PERSIST_ENV = "SPECVIZ_TRAFFIC_PERSIST"  # "1": keep each store in the model cache across restarts (off by default)
@@ -66,9 +70,20 @@ def remember(pair, ids: list[int]) -> None:
         store.save(path)
 
 
+def controller_memory(store: TrafficStore) -> ControllerMemory:
+    """What controllers measured while drafting from this store: it carries over from request to request (a
+    32-token request has too few rounds to learn each match class and the costs anew). Concurrent runs may update
+    it at once; a lost update only delays learning, never changes an output."""
+    with _STORES_GUARD:
+        return _MEMORIES.setdefault(store, ControllerMemory())
+
+
 def forget(pair) -> None:
-    """Empty the pair's store, and delete its file."""
-    traffic_store(pair).clear()
+    """Empty the pair's store (and what the controller measured on it), and delete its file."""
+    store = traffic_store(pair)
+    store.clear()
+    with _STORES_GUARD:
+        _MEMORIES.pop(store, None)
     path = persist_path(pair)
     if path is not None:
         path.unlink(missing_ok=True)
@@ -133,64 +148,6 @@ class TrafficDrafter:
         pass
 
 
-@dataclass
-class SourceRate:
-    """A source's per-token acceptance, accepted / checked, each older round discounted by DISCOUNT; the prior is
-    PRIOR tokens checked at rate `prior`."""
-
-    prior: float
-    accepted: float = 0.0
-    checked: float = 0.0
-
-    DISCOUNT = 0.8
-    PRIOR = 2.0
-
-    @property
-    def rate(self) -> float:
-        return (self.accepted + self.PRIOR * self.prior) / (self.checked + self.PRIOR)
-
-    def observe(self, accepted: int, checked: int) -> None:
-        if checked > 0:
-            self.accepted = self.DISCOUNT * self.accepted + accepted
-            self.checked = self.DISCOUNT * self.checked + checked
-
-
-MIN_CONFIDENCE = 0.5  # the traffic draft's first token: at least this share of the match's occurrences
-MARGIN = 0.1  # traffic drafts cost no forward, so they win unless clearly less accepted than the model's
-BOTH_RATE = 0.7  # the model continues a traffic draft only while traffic drafts are mostly accepted
-
-
-def choose_source(proposal: Proposal, room: int, traffic_rate: float, model_rate: float, ends: bool) -> Source:
-    """The controller's rule for one round.
-
-    traffic: a proposal whose first token is confident, while the traffic drafter's measured acceptance is
-             within MARGIN of the model's (its tokens are free: no draft forward)
-    both:    traffic, but the proposal stopped before `room` tokens (its match ran out or became unsure) while
-             traffic drafts are mostly accepted: the draft model continues where it ends
-    model:   otherwise (no match, an unsure match, or traffic drafts measurably worse)
-    `ends`: the proposal ends with an end of sequence (nothing can follow it)."""
-    if not proposal.ids or proposal.confidence[0] < MIN_CONFIDENCE or traffic_rate < model_rate - MARGIN:
-        return "model"
-    if len(proposal.ids) < room and traffic_rate >= BOTH_RATE and not ends:
-        return "both"
-    return "traffic"
-
-
-MATCH_BUCKETS = (4, 8, 16)  # traffic acceptance is measured apart for matches of < 4, < 8, < 16 and more tokens
-
-
-def match_bucket(match_length: int) -> int:
-    """A long match is much stronger evidence than a short one: each length class has its own measured rate."""
-    return sum(match_length >= edge for edge in MATCH_BUCKETS)
-
-
-def traffic_length(rate: float, room: int) -> int:
-    """Longest traffic draft: twice the expected run of accepted tokens, a / (1 - a), plus one, within [2, room]
-    (drafting past it only widens the verify)."""
-    run = rate / (1 - rate) if rate < 1 else float(room)
-    return max(1, min(room, max(2, math.ceil(2 * run) + 1)))
-
-
 def agreeing(drafted: list[int] | tuple[int, ...], committed: list[int]) -> tuple[int, int]:
     """(accepted, checked) of a draft against what was committed after it: the target kept the agreeing prefix
     and checked one token more, unless the draft or the committed tokens ran out first."""
@@ -207,7 +164,8 @@ def point_mass_rows(ids: list[int], like: torch.Tensor) -> torch.Tensor:
 
 
 class ControllerDrafter:
-    """Per round: the traffic drafter, the draft model, or both, by choose_source; learns each source's acceptance.
+    """Per round: the traffic drafter, the draft model, or both, by choose_source; learns each source's acceptance
+    and the round's costs (learn, from the engine's RoundCost) into the store's ControllerMemory.
 
     The traffic proposal is computed every round (it costs no forward), so its acceptance is measured even in
     rounds the model drafts ("shadow" checks against the committed tokens, exact for greedy decoding). The model's
@@ -216,16 +174,16 @@ class ControllerDrafter:
 
     name = "controller"
 
-    def __init__(self, traffic: TrafficDrafter, model: ModelDrafter):
+    def __init__(self, traffic: TrafficDrafter, model: ModelDrafter, memory: ControllerMemory | None = None):
         self.traffic = traffic
         self.model = model
-        self.traffic_rates = [SourceRate(prior=0.6) for _ in range(len(MATCH_BUCKETS) + 1)]  # by match length
-        self.model_rate = SourceRate(prior=0.6)
+        self.memory = memory if memory is not None else controller_memory(traffic.store)
         self.choices: list[Source] = []
         self._start = 0
         self._bucket = 0
-        self._shadow: tuple[int, ...] = ()
-        self._model_part: tuple[int, list[int]] | None = None  # (offset, model tokens) of the last draft
+        self._shadow: tuple[int, ...] = ()  # the traffic proposal of the round, checked in rollback
+        self._model_part: tuple[int, list[int]] | None = None  # (offset, model tokens) of the round's draft
+        self._model_seconds = 0.0  # the draft model's time in the round, for learn
 
     @property
     def cache_length(self) -> int:
@@ -238,21 +196,23 @@ class ControllerDrafter:
         self._start = len(committed)
         proposal = self.traffic.suggest(committed, gamma)
         self._bucket = match_bucket(proposal.match_length)
-        rate = self.traffic_rates[self._bucket].rate
+        rate = self.memory.traffic_rates[self._bucket].rate
         keep = traffic_length(rate, gamma)
         proposal = replace(proposal, ids=proposal.ids[:keep], confidence=proposal.confidence[:keep])
         ids = list(proposal.ids)
         ends = bool(ids) and ids[-1] in self.traffic.stop_ids
-        choice = choose_source(proposal, gamma, rate, self.model_rate.rate, ends)
+        choice = choose_source(proposal, gamma, ends, rate, self.memory)
         if choice == "both" and len(ids) >= gamma:
-            choice = "traffic"  # nothing left for the model to add
+            choice = "traffic"  # nothing left for the model to add (choose_source never asks it; a patched one may)
         self.choices.append(choice)
         self._shadow = proposal.ids
         if choice == "traffic":
             self._model_part = None
             return Draft(ids, None, 0, source="traffic")
         prefix = ids if choice == "both" else []
+        started = time.perf_counter()
         rest = self.model.propose(committed + prefix, gamma - len(prefix), warpers, generator, greedy, confidence)
+        self._model_seconds = time.perf_counter() - started  # its tokens were drawn: the forwards are done
         self._model_part = (len(prefix), rest.ids)
         if not prefix:
             return replace(rest, source="model")
@@ -267,9 +227,17 @@ class ControllerDrafter:
     def rollback(self, committed: list[int]) -> None:
         new = committed[self._start :]
         accepted, checked = agreeing(self._shadow, new)
-        self.traffic_rates[self._bucket].observe(accepted, checked)
+        self.memory.traffic_rates[self._bucket].observe(accepted, checked)
         if self._model_part is not None:
             offset, ids = self._model_part
+            self.memory.observe_model_length(len(ids))
             if new[:offset] == list(self._shadow[:offset]):  # the model's tokens were reached
-                self.model_rate.observe(*agreeing(ids, new[offset:]))
+                self.memory.model_rate.observe(*agreeing(ids, new[offset:]))
+        self._shadow = ()  # a plain round (no propose) comes next at times: nothing of this one is checked again
         self.model.rollback(committed)
+
+    def learn(self, cost: RoundCost) -> None:
+        """The round's seconds join the cost model (the engine calls this after each round, beside the schedule)."""
+        model_tokens = len(self._model_part[1]) if self._model_part else 0
+        self.memory.costs.learn(cost, model_tokens, self._model_seconds)
+        self._model_part, self._model_seconds = None, 0.0

@@ -7,22 +7,13 @@ from dataclasses import replace
 import pytest
 
 from specviz import runs
-from specviz.bench.stream import acceptance_metrics, run_stream, summarize
+from specviz.bench.stream import acceptance_metrics, drift_recovery, run_stream, summarize
 from specviz.config import ConfigError, SpecConfig
 from specviz.engine import autoregressive_generate, run_to_end, speculative_generate
 from specviz.suffix import Proposal, SuffixIndex, TrafficStore, continuation, longest_match
 from specviz.tiny import tiny_pair
 from specviz.trace import TraceError, trace_from_json
-from specviz.traffic import (
-    ControllerDrafter,
-    SourceRate,
-    TrafficDrafter,
-    agreeing,
-    choose_source,
-    match_bucket,
-    traffic_length,
-    traffic_store,
-)
+from specviz.traffic import ControllerDrafter, TrafficDrafter, agreeing, traffic_store
 
 
 def propose(store: TrafficStore, context: list[int], limit: int = 8, **kw) -> Proposal:
@@ -123,54 +114,7 @@ def test_suffix_index_remove_leaves_no_empty_keys():
     assert index.positions == {} and index.sequences == {}
 
 
-# ---------------------------------------------------------------- the controller's rule
-
-
-def proposal(n: int, first: float = 0.9) -> Proposal:
-    return Proposal(tuple(range(n)), (first,) * n, match_length=n, occurrences=3)
-
-
-@pytest.mark.parametrize(
-    "n, first, traffic, model, room, expected",
-    [
-        (0, 0.9, 0.9, 0.5, 8, "model"),  # no match
-        (4, 0.3, 0.9, 0.5, 8, "model"),  # an unsure match
-        (4, 0.9, 0.3, 0.6, 8, "model"),  # traffic drafts measurably worse than the model's
-        (4, 0.9, 0.55, 0.6, 8, "traffic"),  # within the margin: free tokens win
-        (8, 0.9, 0.9, 0.6, 8, "traffic"),  # a full-length proposal
-        (4, 0.9, 0.9, 0.6, 8, "both"),  # a short proposal of a reliable source: the model continues it
-        (4, 0.9, 0.65, 0.6, 8, "traffic"),  # short, but traffic not reliable enough to build on
-    ],
-)
-def test_choose_source_on_scripted_rates(n, first, traffic, model, room, expected):
-    assert choose_source(proposal(n, first), room, traffic, model, ends=False) == expected
-
-
-def test_nothing_follows_an_end_of_sequence():
-    assert choose_source(proposal(4), 8, 0.9, 0.6, ends=True) == "traffic"
-
-
-def test_traffic_length_follows_measured_acceptance():
-    assert traffic_length(0.3, 16) == 2
-    assert traffic_length(0.5, 16) == 3
-    assert traffic_length(0.9, 16) == 16
-    assert traffic_length(1.0, 6) == 6
-    lengths = [traffic_length(a / 10, 32) for a in range(10)]
-    assert lengths == sorted(lengths)
-
-
-def test_match_length_classes():
-    assert [match_bucket(m) for m in (2, 3, 4, 7, 8, 15, 16, 24)] == [0, 0, 1, 1, 2, 2, 3, 3]
-
-
-def test_source_rate_forgets_old_rounds():
-    rate = SourceRate(prior=0.6)
-    for _ in range(20):
-        rate.observe(4, 4)
-    assert rate.rate > 0.9
-    for _ in range(10):
-        rate.observe(0, 1)
-    assert rate.rate < 0.4  # below its prior: ten misses outweigh twenty old full rounds
+# ---------------------------------------------------------- what the controller checks (its rule: test_controller.py)
 
 
 def test_agreeing_counts_the_checked_tokens():
@@ -215,7 +159,9 @@ def test_the_controller_keeps_the_draft_cache_consistent(pair, prompt_ids, monke
     ids after every rollback, and the output must not change."""
     import specviz.traffic as traffic
 
-    monkeypatch.setattr(traffic, "choose_source", lambda p, room, t, m, ends: "both" if p.ids and not ends else "model")
+    monkeypatch.setattr(
+        traffic, "choose_source", lambda p, room, ends, rate, memory: "both" if p.ids and not ends else "model"
+    )
     seen: list[tuple[int, ...]] = []
     original = ControllerDrafter.rollback
 
@@ -307,6 +253,16 @@ def test_stream_rows_and_metrics(pair):
     summary = summarize(rows)
     assert summary["drift"]["at"] == 2
     assert acceptance_metrics([])["mean_acceptance_length"] == 1.0
+
+
+def test_drift_recovery_needs_a_rolling_mean_that_stays_back():
+    values = [4, 4, 4, 4, 4, 1, 4, 1, 3.7, 3.7, 3.7, 3.7]
+    rows = [{"phase": "ab"[i >= 5], "controller": {"mean_accepted_per_round": v}} for i, v in enumerate(values)]
+    drift = drift_recovery(rows, 5)
+    assert drift["pre_drift_level"] == 4 and drift["rolling"][:3] == pytest.approx([2, 2.9, 2.8])
+    assert drift["recovered_after"] == 6  # the single 4.0 right after the drift is no recovery
+    rows[-1]["controller"]["mean_accepted_per_round"] = 1.0
+    assert drift_recovery(rows, 5)["recovered_after"] is None  # back, then down again at the end
 
 
 def test_persistence_is_off_by_default_and_kept_in_the_model_cache_when_on(pair, monkeypatch, tmp_path):

@@ -47,9 +47,14 @@ CONFIGS = {
 }
 
 
+def always_both(monkeypatch) -> None:
+    """The controller builds on every traffic proposal (its cost rule would choose "both" only where it pays)."""
+    monkeypatch.setattr(traffic, "choose_source", lambda p, room, ends, rate, memory: "both" if p.ids else "model")
+
+
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_first_two_tokens_follow_the_target(pair, name, monkeypatch):
-    monkeypatch.setattr(traffic, "BOTH_RATE", 0.0)  # the controller builds on every traffic proposal
+    always_both(monkeypatch)
     config = CONFIGS[name]
     counts, sources = joint(pair, config)
     assert sources.get("traffic" if config.drafter == "traffic" else "both") == RUNS  # the path under test ran
@@ -60,7 +65,7 @@ def test_first_two_tokens_follow_the_target(pair, name, monkeypatch):
 def test_traffic_tokens_recorded_with_a_wrong_q_are_detected(pair, monkeypatch):
     """The bug: the controller gives the traffic tokens of a "both" draft a spread-out q (uniform rows) instead of a
     point mass, so min(1, p/q) accepts them too often."""
-    monkeypatch.setattr(traffic, "BOTH_RATE", 0.0)
+    always_both(monkeypatch)
     monkeypatch.setattr(
         traffic, "point_mass_rows", lambda ids, like: like.new_full((len(ids), like.shape[-1]), 1 / like.shape[-1])
     )

@@ -28,6 +28,7 @@ from ..trace import RoundEvent
 DRAFTERS = ("model", "traffic", "controller")
 WINDOW = 5  # requests averaged at the start, the end, and before a drift
 RECOVERY_SHARE = 0.9  # recovered: back within 10% of the pre-drift level
+ROLLING = 3  # requests in the rolling mean that must come back and stay back
 POSITIONS = 8  # per-position acceptance rates kept
 
 
@@ -174,11 +175,23 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     out["controller_over_model_min"] = min(ratios, default=0.0)
     drift = next((i for i in range(1, len(rows)) if rows[i]["phase"] != rows[i - 1]["phase"]), None)
     if drift is not None:
-        before = _mean(rows[max(0, drift - WINDOW) : drift], "controller", "mean_accepted_per_round")
-        after = [r["controller"]["mean_accepted_per_round"] for r in rows[drift:]]
-        back = next((k for k, value in enumerate(after) if value >= RECOVERY_SHARE * before), None)
-        out["drift"] = {"at": drift, "pre_drift_level": before, "recovered_after": None if back is None else back + 1}
+        out["drift"] = drift_recovery(rows, drift)
     return out
+
+
+def drift_recovery(rows: list[dict[str, Any]], drift: int) -> dict[str, Any]:
+    """The controller's pre-drift level: its mean accepted tokens per round over the WINDOW requests before the
+    drift. Recovered after k requests: the rolling mean of ROLLING requests ending at the drift's k-th request is
+    at least RECOVERY_SHARE of that level, and so is every later one (one lucky request is not a recovery)."""
+    level = _mean(rows[max(0, drift - WINDOW) : drift], "controller", "mean_accepted_per_round")
+    after = [r["controller"]["mean_accepted_per_round"] for r in rows[drift:]]
+    rolling = [sum(after[k - ROLLING + 1 : k + 1]) / ROLLING for k in range(ROLLING - 1, len(after))]
+    back = None
+    for k in range(len(rolling) - 1, -1, -1):  # the earliest k from which every rolling mean stays back
+        if rolling[k] < RECOVERY_SHARE * level:
+            break
+        back = k + ROLLING
+    return {"at": drift, "pre_drift_level": level, "rolling": rolling, "recovered_after": back}
 
 
 def format_stream(rows: list[dict[str, Any]], summary: dict[str, Any]) -> str:
@@ -211,8 +224,15 @@ def format_stream(rows: list[dict[str, Any]], summary: dict[str, Any]) -> str:
     )
     if "drift" in summary:
         d = summary["drift"]
+        first = max(1, d["at"] - WINDOW + 1)
         lines.append(
-            f"drift at request {d['at'] + 1}: controller pre-drift level {d['pre_drift_level']:.2f} accepted/round; "
-            f"back within 10% after {d['recovered_after']} request(s)"
+            f"drift at request {d['at'] + 1}: controller pre-drift level {d['pre_drift_level']:.2f} accepted/round "
+            f"(requests {first}-{d['at']}); rolling mean of {ROLLING} after it: "
+            + " ".join(f"{v:.2f}" for v in d["rolling"])
+        )
+        lines.append(
+            f"back within 10% and staying: after {d['recovered_after']} request(s)"
+            if d["recovered_after"]
+            else "back within 10% and staying: not within the stream"
         )
     return "\n".join(lines)

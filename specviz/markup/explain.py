@@ -46,10 +46,12 @@ def _rejection(event: RoundEvent, greedy: bool, j: int) -> list[str]:
 SOURCE_WORDS = {  # who drafted, for the traffic drafter and the controller (RoundEvent.draft_source)
     "traffic": "**Source: traffic.** The tokens are the most frequent continuation of the longest earlier match "
     "in the requests served so far and this one (no draft forward; q is a point mass, q = 1).",
-    "model": "**Source: draft model.** The controller found no confident traffic match (or traffic drafts were "
-    "measurably worse lately), so the draft model drafted.",
-    "both": "**Source: traffic, then the draft model.** The traffic match ran out, and the draft model continued "
-    "where it ended (q = 1 on the traffic tokens, the model's q after them).",
+    "model": "**Source: draft model.** The controller expected the draft model to commit the most tokens per "
+    "second this round: no confident traffic match, or matches of this length were accepted too rarely lately "
+    "to pay for their verify.",
+    "both": "**Source: traffic, then the draft model.** The traffic match ran out early and the model's "
+    "continuation was expected to pay for its draft forwards: it continued where the match ended (q = 1 on the "
+    "traffic tokens, the model's q after them).",
 }
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import streamlit as st
 
 from .. import charts
-from ..bench.stream import WINDOW, Request, StreamError, load_stream, load_stream_result, run_stream, summarize
+from ..bench.stream import ROLLING, WINDOW, Request, StreamError, load_stream, load_stream_result, run_stream, summarize
 from ..config import SpecConfig
 from ..jobs import PAIRS, Job
 from ..runs import exclusive
@@ -66,11 +66,15 @@ def learning_view(rows: list[dict[str, Any]], summary: dict[str, Any], chart_key
         st.caption(f"Store hit rate (drafts that found a match in earlier requests), mean over requests: {hits:.0%}")
         if "drift" in summary:
             d = summary["drift"]
-            back = d["recovered_after"]
+            back, before = d["recovered_after"], min(WINDOW, d["at"])
             st.caption(
-                f"The traffic changes at request {d['at'] + 1}. Before it the controller accepted "
-                f"{d['pre_drift_level']:.2f} tokens per round; "
-                + (f"it was back within 10% after {back} request(s)." if back else "it had not come back within 10%.")
+                f"The traffic changes at request {d['at'] + 1}. Over the {before} requests before it the controller "
+                f"accepted {d['pre_drift_level']:.2f} tokens per round; its rolling mean over {ROLLING} requests "
+                + (
+                    f"was back within 10% (and stayed) after {back} request(s)."
+                    if back
+                    else "had not come back within 10% by the end of the stream."
+                )
             )
         st.markdown(EXPLANATION)
 
@@ -79,11 +83,12 @@ EXPLANATION = (
     "**How to read it.** Each request runs four times on the same pair: the target alone (the speed-up's "
     "reference), then speculative decoding with the draft model, with the **traffic drafter** (a suffix match "
     "over every earlier request and this one: it proposes what followed the longest earlier match, no model), "
-    "and with the **controller**, which each round takes traffic drafts when the match is confident, the draft "
-    "model otherwise, or both (the model goes on where the match ends). After each request its text joins the "
-    "store. Repeated boilerplate makes later requests cheaper: acceptance climbs; when the traffic changes "
-    "(a new language) old matches stop paying, the controller leans on the draft model, and the new kind of "
-    "request is learned in turn. Every output is checked equal to the target's alone."
+    "and with the **controller**, which each round takes whichever is expected to commit the most tokens per "
+    "second: traffic drafts (free: no draft forward), the draft model, or both (the model goes on where the match "
+    "ends), from each one's measured acceptance (traffic's by match length) and the measured costs. "
+    "After each request its text joins the store. Repeated boilerplate makes later requests cheaper: acceptance "
+    "climbs; when the traffic changes (a new language) old matches stop paying, the controller leans on the "
+    "draft model, and the new kind of request is learned in turn. Every output is checked equal to the target's alone."
 )
 
 

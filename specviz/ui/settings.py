@@ -166,8 +166,8 @@ DRAFTER_HELP = (
     "q is a point mass. Medusa's heads and the EAGLE head guess from the target's own hidden state, no second "
     "model (train them on the Heads page first). Traffic: the most frequent continuation of the longest match in "
     "every request this server has run and this one (a suffix match; q is a point mass). Controller: each round, "
-    "traffic when its match is confident, the draft model otherwise, or traffic then the model (see the Learning "
-    "page)."
+    "whichever of traffic, the draft model, or traffic then the model is expected to commit the most tokens per "
+    "second, from their measured acceptance and costs (see the Learning page)."
 )
 
 

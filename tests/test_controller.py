@@ -1,0 +1,152 @@
+"""The controller's rule on scripted rates and costs: expected tokens per second of traffic, the draft model and
+both (controller.option_rates), the costs it learns from the rounds, and its memory from request to request."""
+
+import pytest
+
+from specviz.config import SpecConfig
+from specviz.controller import (
+    ControllerMemory,
+    SourceRate,
+    StepCosts,
+    choose_source,
+    expected_tokens,
+    match_bucket,
+    option_rates,
+    traffic_length,
+)
+from specviz.engine import run_to_end, speculative_generate
+from specviz.schedule import RoundCost
+from specviz.suffix import Proposal, TrafficStore
+from specviz.tiny import tiny_pair
+from specviz.traffic import controller_memory
+
+CPU = (0.2, 0.045)  # seconds of a verify and of a draft token on this CPU (built-in pair: ~195 ms, ~43 ms)
+CHEAP_DRAFT = (0.2, 0.01)  # a draft token at 5% of a verify (a GPU with a much smaller draft)
+
+
+class FixedCosts(StepCosts):
+    def __init__(self, verify: float, draft_token: float):
+        super().__init__()
+        self.fixed = (verify, draft_token)
+
+    def verify(self, drafted: float) -> float:
+        return self.fixed[0]
+
+    def draft_token(self) -> float:
+        return self.fixed[1]
+
+
+def memory(model_rate: float, model_length: float, costs: tuple[float, float]) -> ControllerMemory:
+    return ControllerMemory(
+        model_rate=SourceRate(prior=model_rate), model_length=model_length, costs=FixedCosts(*costs)
+    )
+
+
+def proposal(n: int, first: float = 0.9) -> Proposal:
+    return Proposal(tuple(range(n)), (first,) * n, match_length=n, occurrences=3)
+
+
+@pytest.mark.parametrize(
+    "n, first, traffic, model, length, costs, expected",
+    [
+        (0, 0.9, 0.9, 0.75, 3, CPU, "model"),  # no match
+        (4, 0.3, 0.9, 0.75, 3, CPU, "model"),  # an unsure first token
+        (2, 0.9, 0.1, 0.75, 3, CPU, "model"),  # a weak match, measured weak (prose): the model pays
+        (2, 0.9, 0.6, 0.75, 3, CPU, "traffic"),  # less reliable than the model, but free: 9.8 against 8.1 tok/s
+        (16, 0.9, 0.95, 0.75, 3, CPU, "traffic"),  # a long strong match
+        (2, 0.9, 0.9, 0.9, 8, CPU, "traffic"),  # the model could go on, but 8 draft tokens cost more than they add
+        (2, 0.9, 0.9, 0.9, 8, CHEAP_DRAFT, "both"),  # ... unless draft tokens are cheap: then it continues
+        (2, 0.9, 0.6, 0.9, 8, CHEAP_DRAFT, "model"),  # a cheap reliable draft beats a short middling match
+    ],
+)
+def test_choose_source_on_scripted_rates_and_costs(n, first, traffic, model, length, costs, expected):
+    assert choose_source(proposal(n, first), 16, False, traffic, memory(model, length, costs)) == expected
+
+
+def test_the_old_margin_rule_would_fail_here():
+    """The rule before issue 17's fix chose traffic only within 0.1 of the model's rate, and "both" whenever a short
+    proposal came from a source accepted >= 0.7: cost-blind both ways."""
+    cpu = memory(0.75, 3, CPU)
+    assert choose_source(proposal(2), 16, False, 0.6, cpu) == "traffic"  # old: model (0.6 < 0.75 - 0.1)
+    assert choose_source(proposal(2), 16, False, 0.9, memory(0.9, 8, CPU)) == "traffic"  # old: both
+
+
+def test_nothing_follows_an_end_of_sequence():
+    rates = option_rates(2, 16, True, 0.9, memory(0.9, 8, CHEAP_DRAFT))
+    assert "both" not in rates
+    assert choose_source(proposal(2), 16, True, 0.9, memory(0.9, 8, CHEAP_DRAFT)) == "traffic"
+
+
+def test_option_rates_are_expected_tokens_per_second():
+    rates = option_rates(2, 16, False, 0.6, memory(0.75, 3, CPU))
+    assert rates["traffic"] == pytest.approx((1 + 0.6 + 0.36) / 0.2)
+    assert rates["model"] == pytest.approx(expected_tokens(0.75, 3) / (0.2 + 3 * 0.045))
+    both = expected_tokens(0.6, 2) + 0.6**2 * (expected_tokens(0.75, 3) - 1)
+    assert rates["both"] == pytest.approx(both / (0.2 + 3 * 0.045))
+    assert set(option_rates(14, 16, False, 0.6, memory(0.75, 3, CPU))) == {"traffic", "model", "both"}
+    assert "both" not in option_rates(16, 16, False, 0.6, memory(0.75, 3, CPU))  # no room left for the model
+
+
+def test_expected_tokens_is_leviathans():
+    assert expected_tokens(0.0, 5) == 1.0
+    assert expected_tokens(1.0, 5) == 6.0
+    assert expected_tokens(0.5, 2) == pytest.approx(1.75)
+    assert expected_tokens(0.9, 0) == 1.0
+
+
+def cost(drafted: int, verify: float, seconds: float, with_prompt: bool = False) -> RoundCost:
+    return RoundCost(drafted, 0, 1, seconds, verify, with_prompt)
+
+
+def test_step_costs_learn_a_widening_verify_and_the_draft_tokens():
+    costs = StepCosts()
+    assert costs.verify(4) == 1.0 and costs.draft_token() == StepCosts.DRAFT_PRIOR  # unmeasured: ratios only
+    for n in (2, 16, 4, 12, 8, 0):
+        model_tokens = n // 2
+        costs.learn(
+            cost(n, 0.2 + 0.015 * n, 0.2 + 0.015 * n + 0.04 * model_tokens + 0.01), model_tokens, 0.04 * model_tokens
+        )
+    assert costs.verify(10) == pytest.approx(0.35)
+    assert costs.verify(0) == pytest.approx(0.2)
+    assert costs.draft_token() == pytest.approx(0.04)
+    assert costs.rest_seconds == pytest.approx(0.01)
+    before = list(costs.fit)
+    costs.learn(cost(30, 9.0, 9.5, with_prompt=True), 0, 0.0)  # the prompt's pass is not a round
+    assert costs.fit == before
+
+
+def test_traffic_length_follows_measured_acceptance():
+    assert traffic_length(0.3, 16) == 2
+    assert traffic_length(0.5, 16) == 3
+    assert traffic_length(0.9, 16) == 16
+    assert traffic_length(1.0, 6) == 6
+    lengths = [traffic_length(a / 10, 32) for a in range(10)]
+    assert lengths == sorted(lengths)
+
+
+def test_match_length_classes():
+    assert [match_bucket(m) for m in (2, 3, 4, 7, 8, 15, 16, 24)] == [0, 0, 1, 1, 2, 2, 3, 3]
+
+
+def test_source_rate_forgets_old_rounds():
+    rate = SourceRate(prior=0.6)
+    for _ in range(20):
+        rate.observe(4, 4)
+    assert rate.rate > 0.9
+    for _ in range(10):
+        rate.observe(0, 1)
+    assert rate.rate < 0.4  # below its prior: ten misses outweigh twenty old full rounds
+
+
+def test_the_memory_carries_from_request_to_request():
+    pair = tiny_pair()
+    store = TrafficStore()
+    config = SpecConfig(gamma=6, drafter="controller", max_new_tokens=24)
+    ids = pair.encode_prompt("1, 2, 3, 1, 2, 3, 1, 2,", chat=False)
+    remembered = controller_memory(store)
+    run_to_end(speculative_generate(pair, ids, config, traffic=store))
+    assert controller_memory(store) is remembered and remembered.costs.fit[0] > 0  # the rounds' costs were learned
+    checked = [r.checked for r in remembered.traffic_rates]
+    run_to_end(speculative_generate(pair, ids, config, traffic=store))
+    assert sum(r.checked for r in remembered.traffic_rates) != sum(checked)  # the second run went on learning
+    assert controller_memory(TrafficStore()) is not remembered  # another store, its own memory
