@@ -57,3 +57,5 @@ elif not state.busy:
         "Type a request and press **Run**: it runs with the target alone and with each drafter, then joins the "
         "traffic. Run a few similar ones and watch the traffic drafter's acceptance climb."
     )
+
+ui.experiments_section(PAGE)

@@ -5,7 +5,7 @@ An Experiment names its page, the widget values its button sets (session-state k
 it has run, and why. A page adds experiments by adding an entry to EXPERIMENTS; the ten-minute path (PATH) is an
 ordered list of experiment ids across pages. The observations were checked on the built-in pair (the numbers
 quoted are from the recorded runs in assets/ or from docs/DESIGN.md, "Guided experiments"; the Heads and Batching
-experiments' from assets/heads/*_cpu.json and assets/batching_cpu.json).
+experiments' from assets/heads/*_cpu.json and assets/batching_cpu.json, the Learning ones' from assets/learning/).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ PAGE_FILES = {
     "lossless": "pages/lossless.py",
     "heads": "pages/heads.py",
     "batching": "pages/batching.py",
+    "learning": "pages/learning.py",
 }
 PAGE_TITLES = {
     "step": "Step through",
@@ -32,6 +33,7 @@ PAGE_TITLES = {
     "lossless": "Lossless",
     "heads": "Heads",
     "batching": "Batching",
+    "learning": "Learning",
 }
 
 
@@ -367,7 +369,73 @@ BATCHING = (
     ),
 )
 
-EXPERIMENTS: tuple[Experiment, ...] = STEP + RACE + THEORY + LAB + LOSSLESS + HEADS + BATCHING
+LEARNING_RECORDED = (  # the sidebar settings the shipped recordings in assets/learning/ were made with
+    ("cfg.gamma", 6),
+    ("cfg.schedule", "auto"),
+    ("cfg.gamma_max", 16),
+    ("cfg.confidence", 0.7),
+    ("cfg.temperature", 0.0),
+    ("cfg.lookahead", 8),
+    ("cfg.alternatives", 2),
+    ("cfg.max_new_tokens", 32),
+)
+
+LEARNING = (
+    Experiment(
+        "learning_traffic_learns",
+        "learning",
+        "Does the traffic drafter learn? Compare its accepted tokens per round over the first 5 requests of the "
+        "recorded stream with the last 5.",
+        LEARNING_RECORDED + (("learning.what", "stream"),),
+        "It does: over the first 5 requests the traffic drafter accepted 0.62 tokens per round (1.53× the target "
+        "alone), over the last 5 3.65 (3.79×), while the draft model went from 2.44 to 3.03 (2.17× to 2.51×). "
+        "Its store found a match for 29% of its drafts over the first 5 requests and 93% over the last 5, and held "
+        "24 requests, 4,051 tokens, at the end.",
+        "It has no weights to train: what it learns is the store. Each finished request adds its text, so a later "
+        "request built from the same template finds a long earlier match, and its guesses are copies of text "
+        "that is about to recur (free ones: no draft forward). The draft model never changes; its numbers move "
+        "with the prompts alone.",
+        run=False,
+    ),
+    Experiment(
+        "learning_drift",
+        "learning",
+        "What happens to the traffic drafter when the stream switches from Python to JavaScript (request 17), "
+        "and how fast does it recover?",
+        LEARNING_RECORDED + (("learning.what", "stream"),),
+        "At request 17 it accepted 0.45 tokens per round (its store found a match for 29% of drafts), against "
+        "2.96 on average over the 5 Python requests before; the draft model accepted 1.91 there, 2.69 on average "
+        "before and 2.77 over the 8 JavaScript requests. The traffic drafter's rolling mean of 3 requests was "
+        "back within 10% of its Python level, and stayed, after 6 JavaScript requests; the last 3 accepted "
+        "3.57, 4.33 and 4.33.",
+        "Its store held Python only: a JavaScript request matches short, generic pieces of it, and what followed "
+        "them in Python is wrong. Each JavaScript request that finishes joins the store, and the next one, from "
+        "the same two templates, finds long matches again: it recovers without retraining, in a few requests. "
+        "The draft model was trained on both languages, so the switch barely moves it.",
+        run=False,
+    ),
+    Experiment(
+        "learning_bench",
+        "learning",
+        "On prompts that share nothing, which source does the controller pick, and why does that keep it from "
+        "losing to the draft model?",
+        LEARNING_RECORDED + (("learning.what", "mine"), ("learning.request", PROSE)),
+        "The draft model: on the 10 bench prompts of assets/learning/bench_prompts.json (two per category) the "
+        "controller drafted from the model in 85 of its 86 drafting rounds, from traffic in 1 (a translation "
+        "prompt), never from both. Alone, the traffic drafter accepted 0.06 tokens per round over the first 5 "
+        "prompts and 0.29 over the last 5 (the draft model 2.15 and 3.13), its store finding a match for 8% of "
+        "drafts. Over the last 5 the controller ran 1.06× as fast as the draft model; at its lowest, 0.63× on "
+        "this prose prompt, it ran the same 12 rounds, every one drafted by the model.",
+        "Each round the controller takes the source expected to commit the most tokens per second, from each "
+        "one's measured acceptance (traffic's by match length) and measured costs. Where the prompts share "
+        "nothing the matches are short and seldom right, so it drafts with the model: the same rounds, the same "
+        "work. It cannot lose by more than the timing noise of a busy machine (the 0.63× is the same work timed "
+        "twice); traffic wins only where long matches make its free drafts pay.",
+        run=False,
+    ),
+)
+
+EXPERIMENTS: tuple[Experiment, ...] = STEP + RACE + THEORY + LAB + LOSSLESS + HEADS + BATCHING + LEARNING
 PATH: tuple[str, ...] = (
     "prose_defaults",
     "temperature",
@@ -378,6 +446,7 @@ PATH: tuple[str, ...] = (
     "broken",
     "heads_medusa_eagle",
     "batching_break_even",
+    "learning_drift",
 )  # the ten-minute path through the app, in order
 
 

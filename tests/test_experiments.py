@@ -317,3 +317,103 @@ def test_the_batching_experiments_numbers_are_the_recorded_result():
     assert t[16] / t[1] < 1.5 and 2 <= t[32] / t[1] < 2.1  # flat to 16, twice T(1) at 32
     assert f"{t[256] / t[1]:.1f} times T(1)" in knee
     assert f"n = {16 * (gamma + 1)} tokens costs {_costs(rows[16], gamma)['verify']:.2f} plain steps" in knee
+
+
+# --- Learning: the numbers quoted are the shipped recordings (assets/learning/) --------------------------------
+
+
+def learning(name: str) -> dict:
+    from specviz.bench.stream import load_stream_result
+
+    return load_stream_result(ROOT / "assets" / "learning" / f"{name}.json")
+
+
+def accepted(rows: list[dict], drafter: str) -> float:
+    return sum(r[drafter]["mean_accepted_per_round"] for r in rows) / len(rows)
+
+
+def hits(rows: list[dict]) -> str:
+    return pct(sum(r["store"]["hit_rate"] for r in rows) / len(rows))
+
+
+def test_the_learning_experiments_set_the_recordings_settings():
+    fields = {"confidence": "draft_confidence"}  # sidebar name -> SpecConfig field where they differ
+    for name in ("inventory_drift", "bench_prompts"):
+        config = learning(name)["config"]
+        for e in experiments.for_page("learning"):
+            for setting, value in e.settings:
+                if setting.startswith("cfg."):
+                    assert config[fields.get(setting[4:], setting[4:])] == value, (name, setting)
+    for e in experiments.for_page("learning"):
+        assert e.values["learning.what"] == ("mine" if e.id == "learning_bench" else "stream")
+
+
+def test_the_learning_experiments_numbers_are_the_recorded_streams():
+    from specviz.bench.stream import WINDOW, drift_recovery, load_stream
+
+    doc = learning("inventory_drift")
+    rows, s = doc["requests"], doc["summary"]
+    first, last = rows[:WINDOW], rows[-WINDOW:]
+    learns = experiments.by_id("learning_traffic_learns").observe
+    t, m = s["traffic"], s["model"]
+    assert (
+        f"first 5 requests the traffic drafter accepted {t['first_mean_accepted_per_round']:.2f} tokens per round "
+        f"({t['first_speedup']:.2f}× the target alone), over the last 5 {t['last_mean_accepted_per_round']:.2f} "
+        f"({t['last_speedup']:.2f}×)" in learns
+    )
+    assert (
+        f"draft model went from {m['first_mean_accepted_per_round']:.2f} to {m['last_mean_accepted_per_round']:.2f} "
+        f"({m['first_speedup']:.2f}× to {m['last_speedup']:.2f}×)" in learns
+    )
+    assert f"{hits(first)} of its drafts over the first 5 requests and {hits(last)} over the last 5" in learns
+    store = rows[-1]["store"]
+    assert f"held {store['requests']} requests, {store['tokens']:,} tokens" in learns
+
+    drift = experiments.by_id("learning_drift")
+    at = s["drift"]["at"]
+    phases = [r["phase"] for r in rows]
+    assert len(rows) == 24 and phases == ["python"] * 16 + ["javascript"] * 8 and at == 16
+    assert f"(request {at + 1})" in drift.question
+    pre, after = rows[at - WINDOW : at], rows[at:]
+    row = rows[at]
+    assert (
+        f"At request {at + 1} it accepted {row['traffic']['mean_accepted_per_round']:.2f} tokens per round (its "
+        f"store found a match for {pct(row['store']['hit_rate'])} of drafts), against "
+        f"{accepted(pre, 'traffic'):.2f} on average over the 5 Python requests before" in drift.observe
+    )
+    assert (
+        f"draft model accepted {row['model']['mean_accepted_per_round']:.2f} there, {accepted(pre, 'model'):.2f} "
+        f"on average before and {accepted(after, 'model'):.2f} over the {len(after)} JavaScript" in drift.observe
+    )
+    # the project's recovery rule (drift_recovery), applied to the traffic drafter instead of the controller
+    back = drift_recovery([{**r, "controller": r["traffic"]} for r in rows], at)
+    assert back["pre_drift_level"] == pytest.approx(accepted(pre, "traffic"))
+    assert f"and stayed, after {back['recovered_after']} JavaScript requests" in drift.observe
+    tail = ", ".join(f"{r['traffic']['mean_accepted_per_round']:.2f}" for r in rows[-3:]).rsplit(", ", 1)
+    assert f"the last 3 accepted {' and '.join(tail)}" in drift.observe
+
+    bench = learning("bench_prompts")
+    rows, s = bench["requests"], bench["summary"]
+    observe = experiments.by_id("learning_bench").observe
+    picked = {k: sum(r["controller"]["sources"][k] for r in rows) for k in ("traffic", "model", "both")}
+    assert f"drafted from the model in {picked['model']} of its {sum(picked.values())} drafting rounds" in observe
+    assert f"from traffic in {picked['traffic']} (a translation" in observe and picked["both"] == 0
+    assert [r["phase"] for r in rows if r["controller"]["sources"]["traffic"]] == ["translation"]
+    assert len(rows) == 10 and f"the {len(rows)} bench prompts" in observe
+    t, m = s["traffic"], s["model"]
+    assert (
+        f"accepted {t['first_mean_accepted_per_round']:.2f} tokens per round over the first 5 prompts and "
+        f"{t['last_mean_accepted_per_round']:.2f} over the last 5 (the draft model "
+        f"{m['first_mean_accepted_per_round']:.2f} and {m['last_mean_accepted_per_round']:.2f})" in observe
+    )
+    assert f"a match for {hits(rows)} of drafts" in observe
+    assert f"{s['controller_over_model_last']:.2f}× as fast as the draft model" in observe
+    ratios = [r["controller"]["speedup"] / r["model"]["speedup"] for r in rows]
+    low = rows[ratios.index(min(ratios))]
+    assert min(ratios) == s["controller_over_model_min"] and f"at its lowest, {min(ratios):.2f}× on" in observe
+    assert low["phase"] == "prose" and low["controller"]["rounds"] == low["model"]["rounds"]
+    assert low["controller"]["sources"]["model"] == low["controller"]["drafts"] == low["controller"]["rounds"]
+    assert f"the same {low['controller']['rounds']} rounds, every one drafted by the model" in observe
+    # the button's prompt is that prose prompt, as the bench read it from assets/prompts.json
+    prompts = load_stream(ROOT / bench["file"], first=2)[1]
+    assert prompts[rows.index(low)].prompt == experiments.by_id("learning_bench").values["learning.request"]

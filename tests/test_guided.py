@@ -137,10 +137,11 @@ def test_every_page_opens_on_a_recorded_result_and_says_whose(monkeypatch, recor
     at = start(monkeypatch, recordings / "traces")
     at.switch_page(experiments.PAGE_FILES[page]).run()
     assert not at.exception, at.exception
-    if page in ("heads", "batching"):  # their recordings are the shipped ones, named in their own lines
+    if page in ("heads", "batching", "learning"):  # their recordings are the shipped ones, named in their own lines
         recorded = {
             "heads": lambda: sum(c.value.startswith("Recorded: ") for c in at.caption) == 2,
             "batching": lambda: any("<b>recorded</b>" in h.value for h in at.html),
+            "learning": lambda: any(h.value.startswith("Recorded: 24 code-editing requests") for h in at.subheader),
         }
         assert recorded[page](), page
         return
