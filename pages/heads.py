@@ -35,9 +35,9 @@ with right:
         r"\text{EAGLE}: \hat f_{t+1} = \text{Layer}\big(W[\,e(x_{t+1});\ f_t\,]\big),\ \ q = W_{\text{LM}} \hat f_{t+1}"
     )
     st.caption(
-        "Both learn from the target itself (self-distillation): one teacher-forced pass over Python's standard "
-        "library, labelled with the target's own argmax. Medusa: sum of 0.8^k CE per head; EAGLE: SmoothL1 on the "
-        "feature + 0.1 CE. W_LM is cut to the tokens the labels use; q is 0 on the others."
+        "Both learn from the target itself (self-distillation): its own greedy answers to requests about code from "
+        "Python's standard library, the text it will later be asked to speed up. Medusa: sum of 0.8^k CE per head; "
+        "EAGLE: SmoothL1 on the feature + 0.1 CE. W_LM is cut to the tokens the answers use; q is 0 on the others."
     )
 
 settings = ui.settings()
@@ -46,16 +46,17 @@ with form:
     c0, c1, c2, c3 = st.columns(4)
     kind = c0.radio("Train", ["medusa", "eagle"], key=k(PAGE, "kind"), format_func=lambda x: ui.HEAD_NAMES[x])
     heads = c1.slider("Medusa heads K", 1, 6, 4, key=k(PAGE, "count"), disabled=kind == "eagle")
-    tokens = c2.select_slider("Training tokens", [2000, 4000, 8000, 12000, 20000], 12000, key=k(PAGE, "tokens"))
-    epochs = c3.slider("Epochs", 1, 8, 4, key=k(PAGE, "epochs"))
+    tokens = c2.select_slider("Training tokens", [2000, 5000, 10000, 20000, 40000], 10000, key=k(PAGE, "tokens"))
+    epochs = c3.slider("Epochs", 1, 24, 4, key=k(PAGE, "epochs"), help="EAGLE learns for longer: 16 in train-heads")
     b1, b2 = st.columns([1.2, 5], vertical_alignment="center")
     b2.caption(
-        "Trains on the loaded target (minutes on a CPU: most of it is the target's own passes over the text), "
-        "saves the result in the model cache and makes it the sidebar's **Medusa** or **EAGLE** drafter."
+        "Trains on the loaded target (minutes on a CPU: most of it is the target writing its answers, kept in the "
+        "model cache for the next training), saves the heads there and makes them the sidebar's **Medusa** or "
+        "**EAGLE** drafter."
     )
     errors = st.container()
 
-train = TrainSettings(heads=heads, train_tokens=tokens, heldout_tokens=max(1000, tokens // 6), epochs=epochs)
+train = TrainSettings(heads=heads, train_tokens=tokens, heldout_tokens=max(1000, tokens // 5), epochs=epochs)
 state = ui.run_section(
     PAGE,
     settings,

@@ -115,7 +115,9 @@ def test_training_learns_the_next_token_and_the_file_round_trips(tmp_path):
         path = tmp_path / f"m{i}.py"
         path.write_text("def f(x):\n    return x * 2\n\n" * 40 + f"# {i}\n")
         files.append(path)
-    settings = TrainSettings(heads=1, train_tokens=3000, heldout_tokens=600, chunk=128, epochs=20, learning_rate=3e-3)
+    settings = TrainSettings(
+        heads=1, train_tokens=3000, heldout_tokens=600, chunk=128, epochs=20, learning_rate=3e-3, data="text"
+    )
     width = pair.target.config.vocab_size
     steps = []
     head, report = train_eagle(

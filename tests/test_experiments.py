@@ -372,7 +372,7 @@ def test_the_learning_experiments_numbers_are_the_recorded_streams():
     drift = experiments.by_id("learning_drift")
     at = s["drift"]["at"]
     phases = [r["phase"] for r in rows]
-    assert len(rows) == 24 and phases == ["python"] * 16 + ["javascript"] * 8 and at == 16
+    assert len(rows) == 32 and phases == ["python"] * 16 + ["javascript"] * 16 and at == 16
     assert f"(request {at + 1})" in drift.question
     pre, after = rows[at - WINDOW : at], rows[at:]
     row = rows[at]
@@ -397,8 +397,8 @@ def test_the_learning_experiments_numbers_are_the_recorded_streams():
     observe = experiments.by_id("learning_bench").observe
     picked = {k: sum(r["controller"]["sources"][k] for r in rows) for k in ("traffic", "model", "both")}
     assert f"drafted from the model in {picked['model']} of its {sum(picked.values())} drafting rounds" in observe
-    assert f"from traffic in {picked['traffic']} (a translation" in observe and picked["both"] == 0
-    assert [r["phase"] for r in rows if r["controller"]["sources"]["traffic"]] == ["translation"]
+    assert f"from traffic in {picked['traffic']} (a prose and a translation" in observe and picked["both"] == 0
+    assert [r["phase"] for r in rows if r["controller"]["sources"]["traffic"]] == ["prose", "translation"]
     assert len(rows) == 10 and f"the {len(rows)} bench prompts" in observe
     t, m = s["traffic"], s["model"]
     assert (
@@ -411,9 +411,16 @@ def test_the_learning_experiments_numbers_are_the_recorded_streams():
     ratios = [r["controller"]["speedup"] / r["model"]["speedup"] for r in rows]
     low = rows[ratios.index(min(ratios))]
     assert min(ratios) == s["controller_over_model_min"] and f"at its lowest, {min(ratios):.2f}× on" in observe
-    assert low["phase"] == "prose" and low["controller"]["rounds"] == low["model"]["rounds"]
-    assert low["controller"]["sources"]["model"] == low["controller"]["drafts"] == low["controller"]["rounds"]
-    assert f"the same {low['controller']['rounds']} rounds, every one drafted by the model" in observe
-    # the button's prompt is that prose prompt, as the bench read it from assets/prompts.json
+    assert low["phase"] == "translation" and low["controller"]["sources"]["traffic"] == 1
+    rounds = f"drafted once from traffic and took {low['controller']['rounds']} rounds to the model's "
+    assert f"{rounds}{low['model']['rounds']}" in observe
+    same = [
+        r
+        for r in rows
+        if r["controller"]["rounds"] == r["model"]["rounds"] and not r["controller"]["sources"]["traffic"]
+    ]
+    noise = max(abs(1 - r["controller"]["speedup"] / r["model"]["speedup"]) for r in same)
+    assert f"differ by up to {noise:.0%} here" in experiments.by_id("learning_bench").reason
+    # the button's prompt is that translation prompt, as the bench read it from assets/prompts.json
     prompts = load_stream(ROOT / bench["file"], first=2)[1]
     assert prompts[rows.index(low)].prompt == experiments.by_id("learning_bench").values["learning.request"]

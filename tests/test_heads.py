@@ -180,7 +180,9 @@ def test_training_learns_and_the_file_round_trips(tmp_path):
         path = tmp_path / f"m{i}.py"
         path.write_text("def f(x):\n    return x + 1\n\n" * 60 + f"# file {i}\n")
         files.append(path)
-    settings = TrainSettings(heads=2, train_tokens=3000, heldout_tokens=600, chunk=128, epochs=6, learning_rate=3e-3)
+    settings = TrainSettings(
+        heads=2, train_tokens=3000, heldout_tokens=600, chunk=128, epochs=6, learning_rate=3e-3, data="text"
+    )
     width = pair.target.config.vocab_size
     steps = []
     heads, report = train_medusa(pair.target, pair.tokenizer, width, settings, files=files, on_step=steps.append)

@@ -7,7 +7,20 @@ from test_cli import local_pair  # noqa: F401 - a fixture
 
 from specviz.__main__ import main
 
-SMALL = ["--heads", "2", "--tokens", "300", "--heldout-tokens", "64", "--chunk", "64", "--epochs", "2"]
+SMALL = [
+    "--heads",
+    "2",
+    "--tokens",
+    "300",
+    "--heldout-tokens",
+    "64",
+    "--data",
+    "text",
+    "--chunk",
+    "64",
+    "--epochs",
+    "2",
+]
 
 
 @pytest.fixture()
@@ -45,7 +58,9 @@ def test_compare_drafters_refuses_an_unknown_name_before_loading(capsys):
     assert "--compare-drafters takes names from" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("flag, value", [("--heads", "0"), ("--tokens", "10"), ("--lr", "2")])
+@pytest.mark.parametrize(
+    "flag, value", [("--heads", "0"), ("--tokens", "10"), ("--lr", "2"), ("--rows", "65"), ("--new-tokens", "1")]
+)
 def test_bad_training_settings_are_refused_before_loading(flag, value, capsys):
     assert main(["train-heads", "--target", "/nonexistent/model-dir", flag, value]) == 2
     err = capsys.readouterr().err
@@ -60,3 +75,16 @@ def test_a_damaged_heads_file_is_trained_again(local_pair, cache, capsys):  # no
     assert main(["train-heads", *local_pair, *SMALL]) == 0
     printed = capsys.readouterr().out
     assert "damaged" in printed and "training again" in printed and "trained the Medusa heads" in printed
+
+
+def test_each_kind_trains_for_its_own_number_of_epochs_unless_told():
+    import argparse
+
+    from specviz.heads.cli import add_arguments, settings_from
+    from specviz.heads.eagle_train import EAGLE_EPOCHS
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert settings_from(parser.parse_args([])).epochs == 4
+    assert settings_from(parser.parse_args(["--kind", "eagle"])).epochs == EAGLE_EPOCHS > 4
+    assert settings_from(parser.parse_args(["--kind", "eagle", "--epochs", "2"])).epochs == 2

@@ -84,7 +84,7 @@ def test_your_request_runs_with_each_drafter_and_joins_the_traffic(monkeypatch, 
 
 def test_the_shipped_stream_loads():
     name, requests = load_stream(ROOT / "assets" / "streams" / "inventory_drift.json")
-    assert len(requests) == 24 and {r.phase for r in requests} == {"python", "javascript"}
+    assert len(requests) == 32 and {r.phase for r in requests} == {"python", "javascript"}
     shipped = json.loads((ROOT / "assets" / "prompts.json").read_text(encoding="utf-8"))
     bench = [p for prompts in shipped.values() for p in prompts]
     assert not any(b[:40] in r.prompt or r.prompt[:40] in b for r in requests for b in bench)  # nothing shared

@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 import time
 
+from ..batch import MAX_BATCH
 from ..errors import UserError
 from ..progress import ConsoleProgress
-from .eagle_train import train_eagle
+from .eagle_train import EAGLE_EPOCHS, train_eagle
 from .store import HeadsError, heads_path, load_heads, save_heads, target_fingerprint
 from .train import TrainSettings, TrainStep, train_medusa
 
@@ -25,10 +26,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = TrainSettings()
     parser.add_argument("--kind", choices=list(NAMES), default="medusa", help="Medusa-1 heads or an EAGLE head")
     parser.add_argument("--heads", type=int, default=defaults.heads, help="Medusa heads K (1-8)")
-    parser.add_argument("--tokens", type=int, default=defaults.train_tokens, help="training tokens of local text")
+    parser.add_argument(
+        "--data",
+        choices=["greedy", "text"],
+        default=defaults.data,
+        help="the target's own greedy answers to prompts about local code (Medusa's self-distillation), or one "
+        "teacher-forced pass over the code itself",
+    )
+    parser.add_argument("--tokens", type=int, default=defaults.train_tokens, help="training tokens to collect")
     parser.add_argument("--heldout-tokens", type=int, default=defaults.heldout_tokens, help="held-out tokens")
-    parser.add_argument("--epochs", type=int, default=defaults.epochs)
-    parser.add_argument("--chunk", type=int, default=defaults.chunk, help="tokens per teacher-forced target pass")
+    parser.add_argument(
+        "--epochs",
+        type=int,
+        default=None,
+        help=f"passes over the data (default: {defaults.epochs} for Medusa, {EAGLE_EPOCHS} for EAGLE)",
+    )
+    parser.add_argument("--chunk", type=int, default=defaults.chunk, help="text: tokens per teacher-forced pass")
+    parser.add_argument("--new-tokens", type=int, default=defaults.new_tokens, help="greedy: new tokens per prompt")
+    parser.add_argument("--rows", type=int, default=defaults.rows, help="greedy: prompts decoded at once")
     parser.add_argument("--batch", type=int, default=defaults.batch)
     parser.add_argument("--lr", type=float, default=defaults.learning_rate)
     parser.add_argument("--seed", type=int, default=defaults.seed)
@@ -36,6 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from(args: argparse.Namespace) -> TrainSettings:
+    if args.epochs is None:
+        args.epochs = EAGLE_EPOCHS if args.kind == "eagle" else TrainSettings().epochs
     checks = [
         (1 <= args.heads <= 8, "--heads must be between 1 and 8"),
         (64 <= args.tokens <= 1_000_000, "--tokens must be between 64 and 1,000,000"),
@@ -44,6 +61,8 @@ def settings_from(args: argparse.Namespace) -> TrainSettings:
         (16 <= args.chunk <= 4096, "--chunk must be between 16 and 4096"),
         (1 <= args.batch <= 65536, "--batch must be between 1 and 65536"),
         (0 < args.lr < 1, "--lr must be in (0, 1)"),
+        (2 <= args.new_tokens <= 4096, "--new-tokens must be between 2 and 4096"),
+        (1 <= args.rows <= MAX_BATCH, f"--rows must be between 1 and {MAX_BATCH}"),
     ]
     for ok, message in checks:
         if not ok:
@@ -57,6 +76,9 @@ def settings_from(args: argparse.Namespace) -> TrainSettings:
         batch=args.batch,
         learning_rate=args.lr,
         seed=args.seed,
+        data=args.data,
+        new_tokens=args.new_tokens,
+        rows=args.rows,
     )
 
 

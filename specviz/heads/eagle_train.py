@@ -31,6 +31,7 @@ from .train import (
 )
 
 CE_WEIGHT = 0.1  # EAGLE's weight of the token loss beside the feature regression
+EAGLE_EPOCHS = 16  # a fresh decoder layer needs more passes than Medusa's zero-initialised blocks (docs/DESIGN.md)
 
 
 @dataclass(frozen=True)
@@ -132,8 +133,7 @@ def train_eagle(
     intermediate: int = EAGLE_INTERMEDIATE,
 ) -> tuple[EagleHead, TrainReport]:
     report_to = progress or (lambda message, fraction: None)
-    started = time.perf_counter()
-    train, heldout = collect_both(model, tokenizer, settings, files, report_to)
+    train, heldout, collect_seconds = collect_both(model, tokenizer, settings, files, report_to, stop_ids)
     token_ids = reduced_vocabulary(train.labels[:, :1], stop_ids)
     torch.manual_seed(settings.seed)
     head = EagleHead(head_config(model.config, intermediate), lm_head_rows(model, token_ids), token_ids, vocab_width)
@@ -145,10 +145,11 @@ def train_eagle(
     report = TrainReport(
         kind="eagle",
         heads=1,
+        data=settings.data,
         train_tokens=len(train.labels),
         heldout_tokens=len(heldout.labels),
         vocabulary=len(token_ids),
-        collect_seconds=round(collected - started, 1),
+        collect_seconds=round(collect_seconds, 1),
         train_seconds=round(time.perf_counter() - collected, 1),
         top1=[round(eagle_accuracy(head, heldout_windows, 1), 4)],
         top5=[round(eagle_accuracy(head, heldout_windows, 5), 4)],

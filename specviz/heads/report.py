@@ -15,6 +15,7 @@ RECORDED = {kind: ROOT / "assets" / "heads" / f"{kind}_cpu.json" for kind in ("m
 MAX_HEADS = 8
 MAX_CURVE = 20_000  # optimiser steps kept for the loss curve
 MAX_BYTES = 2_000_000
+DATA = {"greedy": "the target's own greedy answers", "text": "teacher-forced source code"}  # how it was collected
 
 
 class ReportError(UserError, ValueError):
@@ -49,6 +50,9 @@ def check_report(data: Any) -> dict[str, Any]:
         if not isinstance(values, list) or len(values) != heads:
             raise ReportError(f"{name} must list one accuracy per head ({heads})")
         accuracy[name] = [_number(v, f"{name}[{i}]", 0.0, 1.0) for i, v in enumerate(values)]
+    data_kind = data.get("data", "text")  # reports from before the greedy data were all teacher-forced
+    if data_kind not in DATA:
+        raise ReportError(f"data must be one of {', '.join(DATA)}, got {data_kind!r}"[:200])
     curve = data.get("curve", [])
     if not isinstance(curve, list) or len(curve) > MAX_CURVE:
         raise ReportError(f"curve must be a list of at most {MAX_CURVE} steps")
@@ -72,6 +76,7 @@ def check_report(data: Any) -> dict[str, Any]:
         "vocabulary": _integer(data.get("vocabulary"), "vocabulary", 0, 10**7),
         "collect_seconds": _number(data.get("collect_seconds"), "collect_seconds", 0.0, 1e7),
         "train_seconds": _number(data.get("train_seconds"), "train_seconds", 0.0, 1e7),
+        "data": data_kind,
         "curve": checked_curve,
         "where": str(data.get("where", ""))[:200],  # the machine and pair it was measured on (shown, escaped)
     }

@@ -1,10 +1,11 @@
 """Training Medusa heads by self-distillation: the target labels text with its own argmax, the heads learn it.
 
-Data: one teacher-forced pass of the target over local Python source (the standard library's own files, which
-share nothing with assets/prompts.json), in chunks. At position t of a chunk the target gives h_t (its final
-hidden state) and a_t = argmax p(. | x_<=t), its guess for x_{t+1}; head k at t is trained to say a_{t+k}, the
-target's guess for x_{t+k+1}. Loss (Medusa-1): sum_k 0.8^k CE(head_k(h_t), a_{t+k}). Files are split into a
-training and a held-out set before anything is read; accuracy is measured on the held-out files only.
+Data (settings.data): by default the target's own greedy answers to prompts about local Python source
+(heads/greedy.py), or one teacher-forced pass over that source itself ("text"), in chunks. Either way, at position
+t the target gives h_t (its final hidden state) and a_t = argmax p(. | x_<=t), its guess for x_{t+1}; head k at t
+is trained to say a_{t+k}, the target's guess for x_{t+k+1}. Loss (Medusa-1): sum_k 0.8^k CE(head_k(h_t),
+a_{t+k}). The source files (the standard library's own, which share nothing with assets/prompts.json) are split
+into a training and a held-out set before anything is read; accuracy is measured on the held-out files only.
 """
 
 from __future__ import annotations
@@ -22,29 +23,10 @@ import torch.nn.functional as F
 
 from ..errors import UserError
 from ..progress import Progress
+from .data import data_key, data_path, load_data, save_data
+from .features import IGNORE, Features, TrainSettings
+from .greedy import greedy_split, snippet_prompts
 from .medusa import MEDUSA_DECAY, MedusaHeads
-
-IGNORE = -100  # label of a position whose k-th next token lies beyond its chunk
-
-
-@dataclass(frozen=True)
-class TrainSettings:
-    heads: int = 4
-    train_tokens: int = 12_000
-    heldout_tokens: int = 2_000
-    chunk: int = 512  # tokens per teacher-forced forward
-    epochs: int = 4
-    batch: int = 256
-    learning_rate: float = 1e-3
-    seed: int = 0
-
-
-@dataclass(frozen=True)
-class Features:
-    hidden: torch.Tensor  # [N, H] the target's final hidden states
-    labels: torch.Tensor  # [N, K] the target's argmax k positions on (its guess for x_{t+k+1}); IGNORE past a chunk
-    ids: torch.Tensor  # [N] the text's tokens
-    lengths: tuple[int, ...] = ()  # the chunks' lengths, in order (N in all)
 
 
 @dataclass(frozen=True)
@@ -70,6 +52,7 @@ class TrainReport:
     curve: list[dict] = field(default_factory=list)
     where: str = ""  # the pair, device and date it was measured on
     kind: str = "medusa"  # or "eagle"
+    data: str = "greedy"  # settings.data: what the features were collected from
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -200,6 +183,8 @@ def fit(
             index = order[b * settings.batch : (b + 1) * settings.batch]
             logits = heads(features.hidden[index])
             loss = medusa_loss(logits, labels[index])
+            if not loss.requires_grad:
+                continue  # no label in this batch (rows that ended at once): nothing to learn from
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()
@@ -221,21 +206,66 @@ class TrainError(UserError, ValueError):
 
 
 def collect_both(
-    model: Any, tokenizer: Any, settings: TrainSettings, files: list[Path] | None, report_to: Progress
-) -> tuple[Features, Features]:
-    """Teacher-forced features of the training files and of the held-out files (split before reading)."""
-    train_files, heldout_files = split_files(files if files is not None else source_files(), settings.seed)
+    model: Any,
+    tokenizer: Any,
+    settings: TrainSettings,
+    files: list[Path] | None,
+    report_to: Progress,
+    stop_ids: frozenset[int] = frozenset(),
+) -> tuple[Features, Features, float]:
+    """Features of the training files and of the held-out files (split before anything is read): the target's
+    greedy continuations of prompts about them (heads/greedy.py), or a teacher-forced pass over their text. With
+    the default files (files None) they are kept under the model cache and read back by the next training with
+    the same collection settings (heads/data.py)."""
+    if files is None:
+        key = data_key(model, settings)
+        saved = load_data(data_path(key), key)
+        if saved is not None:
+            report_to(f"collected data read from the model cache (its target passes took {saved[1]:.0f} s)", 0.55)
+            return (*saved[0], saved[1])
+        train, heldout, seconds = collect_both(model, tokenizer, settings, source_files(), report_to, stop_ids)
+        save_data(data_path(key), key, (train, heldout), seconds)
+        return train, heldout, seconds
+    started = time.perf_counter()
+    train_files, heldout_files = split_files(files, settings.seed)
+    if settings.data == "greedy":
+        train, heldout = collect_greedy(model, tokenizer, settings, (train_files, heldout_files), stop_ids, report_to)
+        return train, heldout, time.perf_counter() - started
     parts = []
     for name, chosen, tokens, span in (
         ("collecting", train_files, settings.train_tokens, (0.0, 0.45)),
         ("held-out", heldout_files, settings.heldout_tokens, (0.45, 0.1)),
     ):
+        progress = lambda m, f, name=name, span=span: report_to(f"{name}: {m}", span[0] + span[1] * f)  # noqa: E731
         chunks = token_chunks(tokenizer, chosen, tokens, settings.chunk)
         if not chunks:
             raise TrainError(f"no text to train on among {len(chosen)} files ({name})")
-        progress = lambda m, f, name=name, span=span: report_to(f"{name}: {m}", span[0] + span[1] * f)  # noqa: E731
         parts.append(collect(model, chunks, settings.heads, progress))
-    return parts[0], parts[1]
+    return parts[0], parts[1], time.perf_counter() - started
+
+
+def collect_greedy(
+    model: Any,
+    tokenizer: Any,
+    settings: TrainSettings,
+    files: tuple[list[Path], list[Path]],
+    stop_ids: frozenset[int],
+    report_to: Progress,
+) -> tuple[Features, Features]:
+    """The target's greedy answers to prompts about the training files and about the held-out files, decoded in
+    shared batches (heldout rows cost no extra steps)."""
+    budgets = (settings.train_tokens, settings.heldout_tokens)
+    prompts = []
+    for name, chosen, tokens in zip(("training", "held-out"), files, budgets, strict=True):
+        asked = snippet_prompts(tokenizer, chosen, -(-3 * tokens // settings.new_tokens) + 2, settings.seed)
+        if not asked:
+            raise TrainError(f"no def or class to ask about among {len(chosen)} files ({name})")
+        prompts.append(asked)
+    progress = lambda m, f: report_to(f"collecting: {m}", 0.55 * f)  # noqa: E731
+    train, heldout = greedy_split(
+        model, prompts, settings.heads, budgets, settings.new_tokens, settings.rows, stop_ids, progress
+    )
+    return train, heldout
 
 
 def train_medusa(
@@ -248,10 +278,9 @@ def train_medusa(
     on_step: Callable[[TrainStep], None] | None = None,
     files: list[Path] | None = None,
 ) -> tuple[MedusaHeads, TrainReport]:
-    """Collect teacher-forced features on the training files, fit the heads, measure them on the held-out files."""
+    """Collect the self-distilled features (settings.data), fit the heads, measure them on the held-out files."""
     report_to = progress or (lambda message, fraction: None)
-    started = time.perf_counter()
-    train, heldout = collect_both(model, tokenizer, settings, files, report_to)
+    train, heldout, collect_seconds = collect_both(model, tokenizer, settings, files, report_to, stop_ids)
     token_ids = reduced_vocabulary(train.labels, stop_ids)
     heads = MedusaHeads(train.hidden.shape[1], settings.heads, lm_head_rows(model, token_ids), token_ids, vocab_width)
     collected = time.perf_counter()
@@ -260,10 +289,11 @@ def train_medusa(
     heads.eval()
     report = TrainReport(
         heads=settings.heads,
+        data=settings.data,
         train_tokens=len(train.labels),
         heldout_tokens=len(heldout.labels),
         vocabulary=len(token_ids),
-        collect_seconds=round(collected - started, 1),
+        collect_seconds=round(collect_seconds, 1),
         train_seconds=round(time.perf_counter() - collected, 1),
         top1=[round(a, 4) for a in accuracy(heads, heldout, token_ids, 1)],
         top5=[round(a, 4) for a in accuracy(heads, heldout, token_ids, 5)],

@@ -9,7 +9,7 @@ import streamlit as st
 
 from .. import markup
 from ..charts.heads import accuracy_figure, training_figure
-from ..heads.report import RECORDED, ReportError, check_report, load_report
+from ..heads.report import DATA, RECORDED, ReportError, check_report, load_report
 from ..heads.train import TrainSettings, TrainStep
 from ..jobs import Job
 from ..runs import Cancelled, exclusive
@@ -81,7 +81,7 @@ def show_report(report: dict, recorded: bool) -> None:
     source = f"Recorded: {markup.md(report['where'])}" if recorded else "Trained in this session"
     count = f"{report['heads']} heads" if report["kind"] == "medusa" else "one layer"
     st.caption(
-        f"{source} · {count} · {report['train_tokens']:,} training tokens, "
+        f"{source} · {count} · {report['train_tokens']:,} training tokens of {DATA[report['data']]}, "
         f"{report['heldout_tokens']:,} held out · output vocabulary {report['vocabulary']:,} tokens · "
         f"target passes {report['collect_seconds']:.0f} s, training {report['train_seconds']:.0f} s"
     )

@@ -1,0 +1,32 @@
+"""What the heads' trainers share: the collection settings and the collected features (heads/train.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+IGNORE = -100  # label of a position whose k-th next token lies beyond its chunk
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    heads: int = 4
+    train_tokens: int = 10_000
+    heldout_tokens: int = 2_000
+    chunk: int = 512  # tokens per teacher-forced forward
+    epochs: int = 4
+    batch: int = 256
+    learning_rate: float = 1e-3
+    seed: int = 0
+    data: str = "greedy"  # the target's own greedy continuations (heads/greedy.py), or "text": teacher-forced source
+    new_tokens: int = 256  # greedy: new tokens per prompt
+    rows: int = 64  # greedy: prompts decoded at once
+
+
+@dataclass(frozen=True)
+class Features:
+    hidden: torch.Tensor  # [N, H] the target's final hidden states
+    labels: torch.Tensor  # [N, K] the target's argmax k positions on (its guess for x_{t+k+1}); IGNORE past a chunk
+    ids: torch.Tensor  # [N] the text's tokens
+    lengths: tuple[int, ...] = ()  # the chunks' lengths, in order (N in all)

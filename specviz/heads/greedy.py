@@ -1,0 +1,211 @@
+"""Self-distillation data from the target's own greedy continuations (Medusa-1's recipe, section 2.3.2).
+
+At decode time the heads read the target's hidden state on text the target itself wrote (greedy: every committed
+token is its argmax). Trained on human text instead, head 1 at t must guess a_{t+1} = argmax p(. | x_<=t+1), which
+depends on a human's x_{t+1} that h_t cannot know; on the target's own text x_{t+1} = a_t, which h_t decides.
+
+Prompts: chat requests about snippets of the standard library's modules (code that every install has and that
+shares nothing with assets/prompts.json), so the continuations are the target's answers in its chat style, as the
+app serves it. They are decoded greedily B at a time (left-padded, as specviz/batch.py does), keeping each step's
+final hidden state. For one row, with x_0 the prompt's last token and a_i = argmax LM(h_i) the token fed next:
+
+    hidden  h_0 .. h_{n-1}     the states after x_0, x_1 = a_0, .., x_{n-1} = a_{n-2}
+    labels  [i, k - 1] = a_{i+k} (head k at i; IGNORE past the row's end)
+
+A row ends at n new tokens or after its first end-of-sequence token. These are heads/train.py's Features, so the
+Medusa and EAGLE trainers read them as they read teacher-forced chunks (each row is one chunk).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import DynamicCache
+
+from ..batch import left_padded
+from ..progress import Progress
+from .features import IGNORE, Features
+
+ASKS = (
+    "Continue this code from Python's `{name}` module:\n```python\n{snippet}\n```",
+    "Explain what this code from Python's `{name}` module does:\n```python\n{snippet}\n```",
+    "Write a short usage example for this code from Python's `{name}` module:\n```python\n{snippet}\n```",
+    "Rewrite this code from Python's `{name}` module with type hints:\n```python\n{snippet}\n```",
+)
+SNIPPET_LINES = 10  # lines of code per prompt, starting at a def or class
+SNIPPET_CHARS = 320
+
+
+def snippets(path: Path) -> list[str]:
+    """Each def or class of the file with the lines after it (up to SNIPPET_LINES, SNIPPET_CHARS)."""
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    starts = [i for i, line in enumerate(lines) if re.match(r"\s*(def|class|async def) ", line)]
+    out = []
+    for start in starts:
+        block = "\n".join(lines[start : start + SNIPPET_LINES]).strip("\n")
+        if len(block) > 80:
+            out.append(block[:SNIPPET_CHARS])
+    return out
+
+
+def chat_ids(tokenizer: Any, text: str) -> list[int]:
+    """The request through the tokenizer's chat template (a raw continuation where it has none)."""
+    if getattr(tokenizer, "chat_template", None):
+        messages = [{"role": "user", "content": text}]
+        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        return list(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "input_ids") else ids)
+    return list(tokenizer(text)["input_ids"])
+
+
+def snippet_prompts(tokenizer: Any, files: list[Path], count: int, seed: int) -> list[list[int]]:
+    """`count` prompts: a seeded draw of (file, snippet), each asked one of ASKS in turn."""
+    pool = [(path.stem, snippet) for path in files for snippet in snippets(path)]
+    random.Random(seed).shuffle(pool)
+    return [
+        chat_ids(tokenizer, ASKS[i % len(ASKS)].format(name=name, snippet=snippet))
+        for i, (name, snippet) in enumerate(pool[:count])
+    ]
+
+
+def _forward(model: Any, cache: DynamicCache, ids: torch.Tensor, pads: torch.Tensor, length: int) -> torch.Tensor:
+    """Feed [B, k] ids after `length` cached columns: [B, H] the final hidden state of each row's last column.
+    Positions count each row's own tokens (column - pad); the mask hides the left padding."""
+    columns = torch.arange(length, length + ids.shape[1])
+    positions = (columns[None, :] - pads[:, None]).clamp_min(0)
+    mask = (torch.arange(length + ids.shape[1])[None, :] >= pads[:, None]).long()
+    device = model.device
+    out = model.base_model(
+        input_ids=ids.to(device),
+        attention_mask=mask.to(device),
+        position_ids=positions.to(device),
+        cache=cache,
+        use_cache=True,
+    )
+    return out.last_hidden_state[:, -1]
+
+
+@torch.inference_mode()
+def greedy_rows(
+    model: Any,
+    prompts: list[list[int]],
+    new_tokens: int,
+    stop_ids: frozenset[int],
+    on_step: Callable[[int, int], None] | None = None,
+) -> list[tuple[list[int], torch.Tensor, list[int]]]:
+    """One batch: per row (fed ids x_0.., hidden [n, H], guesses a_0..), the row cut after its first stop id.
+    on_step(step, tokens written so far) is called after every step (a progress bar; it may raise to stop)."""
+    lm_head = model.get_output_embeddings()
+    ids, pads = left_padded(prompts)
+    cache = DynamicCache()
+    if ids.shape[1] > 1:
+        _forward(model, cache, ids[:, :-1], pads, 0)
+    fed = ids[:, -1:]
+    rows = [([], [], []) for _ in prompts]  # fed, hidden, guesses
+    active = list(range(len(prompts)))
+    for step in range(new_tokens):
+        states = _forward(model, cache, fed, pads, ids.shape[1] - 1 + step)
+        guesses = lm_head(states).argmax(-1)
+        still = []
+        for j, r in enumerate(active):
+            rows[r][0].append(int(fed[j, 0]))
+            rows[r][1].append(states[j].float().cpu())
+            rows[r][2].append(int(guesses[j]))
+            if int(guesses[j]) not in stop_ids:
+                still.append(j)
+        if len(still) < len(active):  # finished rows leave the batch (their cache rows are dropped)
+            index = torch.tensor(still, dtype=torch.long)
+            cache.batch_select_indices(index.to(model.device))
+            pads, active, guesses = pads[index], [active[j] for j in still], guesses[index.to(guesses.device)]
+        if on_step is not None:
+            on_step(step + 1, sum(len(row[0]) for row in rows))
+        if not active:
+            break
+        fed = guesses[:, None].cpu()
+    return [(f, torch.stack(h), g) for f, h, g in rows]
+
+
+def to_features(rows: list[tuple[list[int], torch.Tensor, list[int]]], heads: int) -> Features:
+    """Rows of greedy_rows -> Features (heads/train.py): one chunk per row, labels [i, k - 1] = a_{i+k}."""
+    labels = []
+    for fed, _, guesses in rows:
+        n = len(fed)
+        shifted = torch.full((n, heads), IGNORE, dtype=torch.long)
+        for k in range(1, min(heads, n - 1) + 1):  # head k at i: a_{i+k}
+            shifted[: n - k, k - 1] = torch.tensor(guesses[k:], dtype=torch.long)
+        labels.append(shifted)
+    ids = [token for fed, _, _ in rows for token in fed]
+    return Features(
+        torch.cat([h for _, h, _ in rows]), torch.cat(labels), torch.tensor(ids), tuple(len(f) for f, _, _ in rows)
+    )
+
+
+def greedy_features(
+    model: Any,
+    prompts: list[list[int]],
+    heads: int,
+    tokens: int,
+    new_tokens: int,
+    batch: int,
+    stop_ids: frozenset[int],
+    progress: Progress,
+) -> Features:
+    """Features of the target's greedy continuations of the prompts, in order, until `tokens` positions are
+    collected (or the prompts run out)."""
+    return greedy_split(model, [prompts, []], heads, (tokens, 0), new_tokens, batch, stop_ids, progress)[0]
+
+
+def greedy_split(
+    model: Any,
+    prompt_lists: list[list[list[int]]],
+    heads: int,
+    budgets: tuple[int, ...],
+    new_tokens: int,
+    batch: int,
+    stop_ids: frozenset[int],
+    progress: Progress,
+) -> list[Features | None]:
+    """Features of each prompt list's greedy continuations, until each has its budget of positions (or 95% of
+    it). The lists share batches (a batch costs about the same whichever rows it holds): each batch takes from
+    every list the rows it still needs, assuming rows fill 80% of new_tokens, scaled up to fill the batch."""
+    queues = [list(prompts) for prompts in prompt_lists]
+    got: list[list] = [[] for _ in prompt_lists]
+    total = max(1, sum(budgets))
+    while True:
+        have = [sum(len(r[0]) for r in rows) for rows in got]
+        # within 5% of a budget is enough: another batch for the last few rows would cost minutes
+        missing = [0 if h >= 0.95 * b else b - h for b, h in zip(budgets, have, strict=True)]
+        wanted = [min(len(q), -(-m * 5 // (4 * new_tokens))) if m else 0 for q, m in zip(queues, missing, strict=True)]
+        if not any(wanted):
+            break
+        take = _shares(wanted, [len(q) for q in queues], batch)
+        group = [(i, queues[i].pop(0)) for i, n in enumerate(take) for _ in range(n)]
+        done = total - sum(missing)
+
+        def step(k: int, written: int, done: int = done, width: int = len(group)) -> None:
+            share = min(1.0, (done + written) / total)
+            progress(f"greedy answers to {width} prompts at once, step {k}/{new_tokens}", share)
+
+        for (i, _), row in zip(
+            group, greedy_rows(model, [p for _, p in group], new_tokens, stop_ids, step), strict=True
+        ):
+            got[i].append(row)
+    progress("greedy continuations done", 1.0)
+    return [to_features(rows, heads) if rows else None for rows in got]
+
+
+def _shares(wanted: list[int], available: list[int], batch: int) -> list[int]:
+    """Rows per list for one batch of `batch`: what each wants, scaled in proportion to fill the batch (a row more
+    costs little once the batch runs; one batch fewer saves minutes), within what each list has left (every list
+    that wants rows gets at least one)."""
+    shares = [min(a, max(1 if w else 0, w * batch // sum(wanted))) for w, a in zip(wanted, available, strict=True)]
+    while sum(shares) > batch:
+        shares[shares.index(max(shares))] -= 1
+    for i in sorted(range(len(shares)), key=lambda i: -wanted[i]):  # rounding leftovers to the neediest list
+        if wanted[i]:
+            shares[i] += min(available[i] - shares[i], batch - sum(shares))
+    return shares

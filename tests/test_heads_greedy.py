@@ -1,0 +1,155 @@
+"""The heads' self-distillation data: the target's own greedy continuations, decoded in left-padded batches."""
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from specviz.heads import MedusaHeads
+from specviz.heads.greedy import greedy_features, greedy_rows, snippet_prompts, snippets
+from specviz.heads.train import IGNORE, TrainSettings, accuracy, split_files, train_medusa
+from specviz.tiny import tiny_pair
+
+PROMPTS = [[1, 2, 3, 4, 5], [7, 8], [3]]  # unequal lengths: the batch pads two of them on the left
+
+
+def one_row_greedy(model, prompt: list[int], steps: int) -> tuple[list[int], list[torch.Tensor], list[int]]:
+    """Greedy decoding of one prompt with full forwards, no cache and no padding: the reference."""
+    ids, fed, hidden, guesses = list(prompt), [], [], []
+    for _ in range(steps):
+        state = model.base_model(torch.tensor([ids])).last_hidden_state[0, -1]
+        guess = int(model.get_output_embeddings()(state).argmax())
+        fed.append(ids[-1])
+        hidden.append(state)
+        guesses.append(guess)
+        ids.append(guess)
+    return fed, hidden, guesses
+
+
+def test_batched_rows_are_each_prompts_own_greedy_decoding():
+    pair = tiny_pair(seed=4)
+    rows = greedy_rows(pair.target, PROMPTS, 8, frozenset())
+    for prompt, (fed, hidden, guesses) in zip(PROMPTS, rows, strict=True):
+        want_fed, want_hidden, want_guesses = one_row_greedy(pair.target, prompt, 8)
+        assert fed == want_fed and guesses == want_guesses
+        assert fed[1:] == guesses[:-1]  # the text is the target's own: each fed token is the previous argmax
+        torch.testing.assert_close(hidden, torch.stack(want_hidden), atol=1e-4, rtol=1e-4)
+
+
+def test_a_row_ends_after_its_first_stop_token_and_the_others_go_on():
+    pair = tiny_pair(seed=4)
+    _, _, guesses = one_row_greedy(pair.target, PROMPTS[0], 8)
+    stop = guesses[3]
+    rows = greedy_rows(pair.target, PROMPTS, 8, frozenset({stop}))
+    first = guesses.index(stop)
+    assert rows[0][2] == guesses[: first + 1] and len(rows[0][0]) == first + 1
+    for prompt, (fed, _, row_guesses) in zip(PROMPTS[1:], rows[1:], strict=True):
+        _, _, want = one_row_greedy(pair.target, prompt, 8)
+        cut = next((i + 1 for i, g in enumerate(want) if g == stop), len(want))
+        assert row_guesses == want[:cut] and len(fed) == cut
+
+
+def test_labels_are_the_guesses_k_positions_on_within_each_row():
+    pair = tiny_pair(seed=4)
+    features = greedy_features(pair.target, PROMPTS, 3, 10**6, 6, 2, frozenset(), lambda m, f: None)
+    assert features.lengths == (6, 6, 6) and features.hidden.shape == (18, pair.target.config.hidden_size)
+    start = 0
+    for (_, _, guesses), n in zip(greedy_rows(pair.target, PROMPTS, 6, frozenset()), features.lengths, strict=True):
+        labels = features.labels[start : start + n]
+        for k in range(1, 4):
+            assert labels[: n - k, k - 1].tolist() == guesses[k:]
+            assert (labels[n - k :, k - 1] == IGNORE).all()
+        start += n
+
+
+def test_collection_stops_once_it_has_the_tokens_asked_for():
+    pair = tiny_pair(seed=4)
+    features = greedy_features(pair.target, PROMPTS * 4, 2, 10, 6, 2, frozenset(), lambda m, f: None)
+    assert features.lengths == (6, 6)  # two rows of 6 reach 10; the other ten prompts are never decoded
+
+
+def test_prompts_ask_about_each_def_or_class(tmp_path):
+    path = tmp_path / "shapes.py"
+    body = '    """The area of a circle of radius r, in square units of r."""\n    return math.pi * r**2\n\n\n'
+    path.write_text("import math\n\n\n" + "".join(f"def area_{i}(r):\n{body}" for i in range(5)) + "def f(): pass\n")
+    found = snippets(path)
+    assert len(found) == 5 and all(s.startswith("def area_") for s in found)  # def f() is too short to ask about
+    pair = tiny_pair(seed=4)
+    prompts = snippet_prompts(pair.tokenizer, [path], 4, seed=0)
+    assert len(prompts) == 4
+    text = [pair.tokenizer.decode(p) for p in prompts]
+    assert all("shapes" in t and "```python" in t for t in text)
+    assert len({t.split(" ")[0] for t in text}) == 4  # four different asks
+
+
+def test_medusa_trains_on_greedy_continuations(tmp_path):
+    """Head 1 on the tiny target's own text: after training it beats the untrained head (the LM head itself)."""
+    pair = tiny_pair(seed=5)
+    files = []
+    for i in range(10):
+        path = tmp_path / f"m{i}.py"
+        path.write_text("".join(f"def f{j}(x):\n    return x + {j}\n\n" for j in range(12)))
+        files.append(path)
+    settings = TrainSettings(
+        heads=2, train_tokens=1200, heldout_tokens=300, new_tokens=40, rows=8, epochs=8, batch=64, learning_rate=1e-2
+    )
+    width = pair.target.config.vocab_size
+    steps = []
+    heads, report = train_medusa(pair.target, pair.tokenizer, width, settings, files=files, on_step=steps.append)
+    assert report.train_tokens >= 1200 and report.heldout_tokens >= 300
+    assert steps[-1].loss < 0.8 * steps[0].loss
+    _, heldout_files = split_files(files, settings.seed)
+    prompts = snippet_prompts(pair.tokenizer, heldout_files, 100, settings.seed)
+    heldout = greedy_features(pair.target, prompts, 2, 300, 40, 8, frozenset(), lambda m, f: None)
+    untrained = MedusaHeads(heads.lm_rows.shape[1], 2, heads.lm_rows, heads.token_ids, width)
+    before = accuracy(untrained, heldout, heads.token_ids, top=1)
+    assert all(after > b + 0.1 for after, b in zip(report.top1, before, strict=True)), (before, report.top1)
+
+
+def test_collected_data_is_kept_and_read_back_and_a_bad_file_is_collected_again(tmp_path, monkeypatch):
+    from specviz.heads import data as heads_data
+    from specviz.heads import train as heads_train
+
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
+    library = tmp_path / "lib"
+    library.mkdir()
+    for i in range(10):
+        (library / f"m{i}.py").write_text("".join(f"def f{j}(x):\n    return x * {j} + {i}\n\n" for j in range(8)))
+    monkeypatch.setattr(heads_train, "source_files", lambda root=None: sorted(library.glob("*.py")))
+    pair = tiny_pair(seed=5)
+    settings = TrainSettings(heads=2, train_tokens=200, heldout_tokens=60, new_tokens=20, rows=8)
+    calls = []
+    real = heads_train.collect_greedy
+    monkeypatch.setattr(heads_train, "collect_greedy", lambda *a, **k: calls.append(1) or real(*a, **k))
+
+    def collect(settings=settings):
+        return heads_train.collect_both(pair.target, pair.tokenizer, settings, None, lambda m, f: None)
+
+    train, heldout, seconds = collect()
+    path = heads_data.data_path(heads_data.data_key(pair.target, settings))
+    assert path.is_file() and len(calls) == 1 and len(train.ids) >= 200 and len(heldout.ids) >= 60
+    again, heldout_again, seconds_again = collect()
+    assert len(calls) == 1 and seconds_again == pytest.approx(seconds, abs=0.05)  # read back, not collected
+    torch.testing.assert_close(again.hidden, train.hidden)
+    assert again.lengths == train.lengths and torch.equal(again.labels, train.labels)
+    assert torch.equal(heldout_again.ids, heldout.ids)
+
+    collect(replace(settings, epochs=9, learning_rate=0.5))  # training-only settings: the same data
+    assert len(calls) == 1
+    collect(replace(settings, new_tokens=24))  # another collection: another file
+    assert len(calls) == 2
+
+    path.write_bytes(path.read_bytes()[:100])  # damaged: ignored, collected again, rewritten
+    collect()
+    assert len(calls) == 3 and heads_data.load_data(path, heads_data.data_key(pair.target, settings)) is not None
+    other = tiny_pair(seed=6)  # another target never reads this target's data
+    assert heads_data.data_path(heads_data.data_key(other.target, settings)) != path
+
+
+def test_a_batch_is_filled_in_proportion_to_what_each_list_still_needs():
+    from specviz.heads.greedy import _shares
+
+    assert _shares([49, 10], [100, 100], 64) == [54, 10]  # scaled up to fill the batch, leftovers to the neediest
+    assert _shares([49, 10], [50, 3], 64) == [50, 3]  # never more than a list has left
+    assert _shares([200, 1], [300, 300], 64) == [63, 1]  # scaled down, but every list that wants rows gets one
+    assert _shares([0, 5], [10, 10], 8) == [0, 8]
