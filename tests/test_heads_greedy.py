@@ -150,6 +150,7 @@ def test_a_batch_is_filled_in_proportion_to_what_each_list_still_needs():
     from specviz.heads.greedy import _shares
 
     assert _shares([49, 10], [100, 100], 64) == [54, 10]  # scaled up to fill the batch, leftovers to the neediest
+    assert _shares([4, 2], [100, 100], 64) == [6, 3]  # half as many again: a small training stays small
     assert _shares([49, 10], [50, 3], 64) == [50, 3]  # never more than a list has left
     assert _shares([200, 1], [300, 300], 64) == [63, 1]  # scaled down, but every list that wants rows gets one
     assert _shares([0, 5], [10, 10], 8) == [0, 8]

@@ -171,7 +171,7 @@ def greedy_split(
 ) -> list[Features | None]:
     """Features of each prompt list's greedy continuations, until each has its budget of positions (or 95% of
     it). The lists share batches (a batch costs about the same whichever rows it holds): each batch takes from
-    every list the rows it still needs, assuming rows fill 80% of new_tokens, scaled up to fill the batch."""
+    every list the rows it still needs, assuming rows fill 80% of new_tokens, and half as many again."""
     queues = [list(prompts) for prompts in prompt_lists]
     got: list[list] = [[] for _ in prompt_lists]
     total = max(1, sum(budgets))
@@ -199,13 +199,14 @@ def greedy_split(
 
 
 def _shares(wanted: list[int], available: list[int], batch: int) -> list[int]:
-    """Rows per list for one batch of `batch`: what each wants, scaled in proportion to fill the batch (a row more
-    costs little once the batch runs; one batch fewer saves minutes), within what each list has left (every list
-    that wants rows gets at least one)."""
-    shares = [min(a, max(1 if w else 0, w * batch // sum(wanted))) for w, a in zip(wanted, available, strict=True)]
-    while sum(shares) > batch:
+    """Rows per list for one batch: what each wants, scaled in proportion to half as many again (rows that end
+    early would otherwise need a second batch, which costs minutes; a row more costs little once the batch runs),
+    at most `batch` rows and what each list has left (every list that wants rows gets at least one)."""
+    size = min(batch, -(-3 * sum(wanted) // 2))
+    shares = [min(a, max(1 if w else 0, w * size // sum(wanted))) for w, a in zip(wanted, available, strict=True)]
+    while sum(shares) > size:
         shares[shares.index(max(shares))] -= 1
     for i in sorted(range(len(shares)), key=lambda i: -wanted[i]):  # rounding leftovers to the neediest list
         if wanted[i]:
-            shares[i] += min(available[i] - shares[i], batch - sum(shares))
+            shares[i] += min(available[i] - shares[i], size - sum(shares))
     return shares
