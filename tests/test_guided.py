@@ -6,6 +6,7 @@ one); a recorded run slower than plain decoding must carry its explanation and a
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -132,6 +133,9 @@ def recordings(tmp_path_factory) -> Path:
     return root
 
 
+STREAM_REQUESTS = len(json.loads((ROOT / "assets" / "learning" / "inventory_drift.json").read_text())["requests"])
+
+
 @pytest.mark.parametrize("page", list(experiments.PAGE_FILES))
 def test_every_page_opens_on_a_recorded_result_and_says_whose(monkeypatch, recordings, page):
     at = start(monkeypatch, recordings / "traces")
@@ -141,7 +145,9 @@ def test_every_page_opens_on_a_recorded_result_and_says_whose(monkeypatch, recor
         recorded = {
             "heads": lambda: sum(c.value.startswith("Recorded: ") for c in at.caption) == 2,
             "batching": lambda: any("<b>recorded</b>" in h.value for h in at.html),
-            "learning": lambda: any(h.value.startswith("Recorded: 24 code-editing requests") for h in at.subheader),
+            "learning": lambda: any(
+                h.value.startswith(f"Recorded: {STREAM_REQUESTS} code-editing") for h in at.subheader
+            ),
         }
         assert recorded[page](), page
         return
