@@ -51,25 +51,36 @@ class BatchCache:
         columns = torch.arange(self.length + extra, device=self.pads.device)
         return (columns[None, :] >= self.pads[:, None]).long()
 
-    @torch.inference_mode()
-    def feed(self, ids: torch.Tensor) -> torch.Tensor:
-        """Append ids [B, k] (columns length .. length + k - 1); return their logits [B, k, width].
+    def _inputs(self, ids: torch.Tensor) -> dict[str, Any]:
+        """The forward's inputs for ids [B, k] appended at columns length .. length + k - 1.
         Position of column c in row r: c - pads[r] (a padding column gets 0; it is masked anyway)."""
         k = ids.shape[1]
         if self.embedding_rows is not None:
             ids = torch.where(ids < self.embedding_rows, ids, torch.zeros_like(ids))
         columns = torch.arange(self.length, self.length + k, device=ids.device)
         positions = (columns[None, :] - self.pads[:, None]).clamp_min(0)
-        out = self.model(
-            input_ids=ids.to(self.model.device),
-            attention_mask=self.mask(k).to(self.model.device),
-            position_ids=positions.to(self.model.device),
-            cache=self.cache,
-            use_cache=True,
-            logits_to_keep=k,
-        )
-        self.length += k
+        device = self.model.device
+        return {
+            "input_ids": ids.to(device),
+            "attention_mask": self.mask(k).to(device),
+            "position_ids": positions.to(device),
+            "cache": self.cache,
+            "use_cache": True,
+        }
+
+    @torch.inference_mode()
+    def feed(self, ids: torch.Tensor) -> torch.Tensor:
+        """Append ids [B, k]; return their logits [B, k, width]."""
+        out = self.model(**self._inputs(ids), logits_to_keep=ids.shape[1])
+        self.length += ids.shape[1]
         return fit_width(out.logits, self.width)
+
+    @torch.inference_mode()
+    def feed_states(self, ids: torch.Tensor) -> torch.Tensor:
+        """Append ids [B, k]; return their final hidden states [B, k, H] (the base model alone: no LM head)."""
+        out = self.model.base_model(**self._inputs(ids))
+        self.length += ids.shape[1]
+        return out.last_hidden_state
 
     def truncate(self, length: int) -> None:
         if length < self.length:

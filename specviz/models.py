@@ -75,14 +75,18 @@ class ModelPair:
         return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
 
     def encode_prompt(self, text: str, chat: bool = True) -> list[int]:
-        """Chat prompts go through the tokenizer's chat template; raw text is a plain continuation."""
-        if chat and getattr(self.tokenizer, "chat_template", None):
-            messages = [{"role": "user", "content": text}]
-            ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-            if isinstance(ids, dict) or hasattr(ids, "input_ids"):
-                ids = ids["input_ids"]
-            return list(ids)
-        return list(self.tokenizer(text)["input_ids"])
+        return encode_text(self.tokenizer, text, chat)
+
+
+def encode_text(tokenizer: Any, text: str, chat: bool = True) -> list[int]:
+    """Chat prompts go through the tokenizer's chat template; raw text is a plain continuation."""
+    if chat and getattr(tokenizer, "chat_template", None):
+        messages = [{"role": "user", "content": text}]
+        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        if isinstance(ids, dict) or hasattr(ids, "input_ids"):
+            ids = ids["input_ids"]
+        return list(ids)
+    return list(tokenizer(text)["input_ids"])
 
 
 # ---------------------------------------------------------------- sources

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import DynamicCache
 
-from ..batch import left_padded
+from ..batch import BatchCache, left_padded
+from ..models import encode_text
 from ..progress import Progress
 from .features import IGNORE, Features
 
@@ -53,40 +53,14 @@ def snippets(path: Path) -> list[str]:
     return out
 
 
-def chat_ids(tokenizer: Any, text: str) -> list[int]:
-    """The request through the tokenizer's chat template (a raw continuation where it has none)."""
-    if getattr(tokenizer, "chat_template", None):
-        messages = [{"role": "user", "content": text}]
-        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-        return list(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "input_ids") else ids)
-    return list(tokenizer(text)["input_ids"])
-
-
 def snippet_prompts(tokenizer: Any, files: list[Path], count: int, seed: int) -> list[list[int]]:
     """`count` prompts: a seeded draw of (file, snippet), each asked one of ASKS in turn."""
     pool = [(path.stem, snippet) for path in files for snippet in snippets(path)]
     random.Random(seed).shuffle(pool)
     return [
-        chat_ids(tokenizer, ASKS[i % len(ASKS)].format(name=name, snippet=snippet))
+        encode_text(tokenizer, ASKS[i % len(ASKS)].format(name=name, snippet=snippet))
         for i, (name, snippet) in enumerate(pool[:count])
     ]
-
-
-def _forward(model: Any, cache: DynamicCache, ids: torch.Tensor, pads: torch.Tensor, length: int) -> torch.Tensor:
-    """Feed [B, k] ids after `length` cached columns: [B, H] the final hidden state of each row's last column.
-    Positions count each row's own tokens (column - pad); the mask hides the left padding."""
-    columns = torch.arange(length, length + ids.shape[1])
-    positions = (columns[None, :] - pads[:, None]).clamp_min(0)
-    mask = (torch.arange(length + ids.shape[1])[None, :] >= pads[:, None]).long()
-    device = model.device
-    out = model.base_model(
-        input_ids=ids.to(device),
-        attention_mask=mask.to(device),
-        position_ids=positions.to(device),
-        cache=cache,
-        use_cache=True,
-    )
-    return out.last_hidden_state[:, -1]
 
 
 @torch.inference_mode()
@@ -101,14 +75,14 @@ def greedy_rows(
     on_step(step, tokens written so far) is called after every step (a progress bar; it may raise to stop)."""
     lm_head = model.get_output_embeddings()
     ids, pads = left_padded(prompts)
-    cache = DynamicCache()
+    target = BatchCache(model, model.config.get_text_config().vocab_size, pads)
     if ids.shape[1] > 1:
-        _forward(model, cache, ids[:, :-1], pads, 0)
+        target.feed_states(ids[:, :-1])
     fed = ids[:, -1:]
     rows = [([], [], []) for _ in prompts]  # fed, hidden, guesses
     active = list(range(len(prompts)))
     for step in range(new_tokens):
-        states = _forward(model, cache, fed, pads, ids.shape[1] - 1 + step)
+        states = target.feed_states(fed)[:, -1]
         guesses = lm_head(states).argmax(-1)
         still = []
         for j, r in enumerate(active):
@@ -118,9 +92,8 @@ def greedy_rows(
             if int(guesses[j]) not in stop_ids:
                 still.append(j)
         if len(still) < len(active):  # finished rows leave the batch (their cache rows are dropped)
-            index = torch.tensor(still, dtype=torch.long)
-            cache.batch_select_indices(index.to(model.device))
-            pads, active, guesses = pads[index], [active[j] for j in still], guesses[index.to(guesses.device)]
+            target.keep_rows(still)
+            active, guesses = [active[j] for j in still], guesses[torch.tensor(still, device=guesses.device)]
         if on_step is not None:
             on_step(step + 1, sum(len(row[0]) for row in rows))
         if not active:
