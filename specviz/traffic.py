@@ -78,6 +78,13 @@ def controller_memory(store: TrafficStore) -> ControllerMemory:
         return _MEMORIES.setdefault(store, ControllerMemory())
 
 
+def restore_controller_memory(store: TrafficStore, memory: ControllerMemory) -> None:
+    """Put back what controllers on this store had measured (the stream bench repeats a request's controller run
+    from the same start)."""
+    with _STORES_GUARD:
+        _MEMORIES[store] = memory
+
+
 def forget(pair) -> None:
     """Empty the pair's store (and what the controller measured on it), and delete its file."""
     store = traffic_store(pair)

@@ -340,3 +340,28 @@ def test_bench_through_the_cli_on_a_local_pair(local_pair, tmp_path, capsys):
 def test_bench_refuses_an_unwritable_json_before_loading(tmp_path):
     result = run_cli("bench", "--json", str(tmp_path), "--methods", "baseline,speculative", *NOT_LOADED)
     assert_one_line(result, f"--json {tmp_path} is a directory")
+
+
+def test_bench_stream_through_the_cli_with_repeats(local_pair, tmp_path, capsys):
+    stream = tmp_path / "stream.json"
+    requests = [{"prompt": "abc abc", "phase": "a"}, {"prompt": "abc abc", "phase": "a"}] + [
+        {"prompt": "x y", "phase": "b"}
+    ] * 3
+    stream.write_text(json.dumps({"name": "s", "requests": requests}))
+    out = tmp_path / "stream-out.json"
+    args = ["bench", *local_pair, "--stream", str(stream), "--raw", "--max-new-tokens", "4", "--no-warmup"]
+    assert main([*args, "--repeats", "2", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    doc = json.loads(out.read_text())
+    assert doc["repeats"] == 2 and doc["aggregate"] == "min" and len(doc["requests"]) == 5
+    assert all(len(row["controller"]["repeat_speedups"]) == 2 for row in doc["requests"])
+    assert "drift at request 3" in printed and re.search(
+        r"^back within 10%: (first after 3 request|never)", printed, re.M
+    )
+
+
+def test_bench_stream_refuses_bad_repeats_before_loading(tmp_path):
+    stream = tmp_path / "stream.json"
+    stream.write_text(json.dumps({"requests": [{"prompt": "abc", "phase": "a"}]}))
+    result = run_cli("bench", "--stream", str(stream), "--repeats", "0", *NOT_LOADED)
+    assert_one_line(result, "repeats must be between 1 and 20, got 0")

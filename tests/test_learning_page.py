@@ -122,3 +122,12 @@ def test_forget_empties_the_traffic_store(monkeypatch, recorded):
     forget.click().run()
     assert not at.exception, at.exception
     assert "(0 requests, 0 tokens)" in at.button(key="learning.forget").label
+
+
+def test_the_recovery_is_said_as_it_happened():
+    from specviz.ui.learning import recovery_words
+
+    assert recovery_words(3, 3) == "was back within 10% after 3 request(s), and stayed back."
+    assert "first back within 10% after 3 request(s), and back for good after 9" in recovery_words(3, 9)
+    assert "after 4 request(s), then fell below" in recovery_words(4, None)
+    assert "had not come back" in recovery_words(None, None)

@@ -1,6 +1,7 @@
 """The traffic drafter and the controller: the suffix structure (matches, counts, eviction), the controller's rule on
 scripted rates and confidences, greedy exactness on tiny random models, and traces with the controller's choices."""
 
+import copy
 import json
 from dataclasses import replace
 
@@ -13,7 +14,7 @@ from specviz.engine import autoregressive_generate, run_to_end, speculative_gene
 from specviz.suffix import Proposal, SuffixIndex, TrafficStore, continuation, longest_match
 from specviz.tiny import tiny_pair
 from specviz.trace import TraceError, trace_from_json
-from specviz.traffic import ControllerDrafter, TrafficDrafter, agreeing, traffic_store
+from specviz.traffic import ControllerDrafter, TrafficDrafter, agreeing, controller_memory, traffic_store
 
 
 def propose(store: TrafficStore, context: list[int], limit: int = 8, **kw) -> Proposal:
@@ -260,9 +261,35 @@ def test_drift_recovery_needs_a_rolling_mean_that_stays_back():
     rows = [{"phase": "ab"[i >= 5], "controller": {"mean_accepted_per_round": v}} for i, v in enumerate(values)]
     drift = drift_recovery(rows, 5)
     assert drift["pre_drift_level"] == 4 and drift["rolling"][:3] == pytest.approx([2, 2.9, 2.8])
-    assert drift["recovered_after"] == 6  # the single 4.0 right after the drift is no recovery
+    assert drift["recovered_after"] == 6 == drift["first_back_after"]  # the single 4.0 after the drift is no recovery
     rows[-1]["controller"]["mean_accepted_per_round"] = 1.0
-    assert drift_recovery(rows, 5)["recovered_after"] is None  # back, then down again at the end
+    drift = drift_recovery(rows, 5)
+    assert drift["recovered_after"] is None and drift["first_back_after"] == 6  # back, then down again at the end
+
+
+def test_stream_repeats_keep_the_fastest_run_and_learn_each_request_once(pair, monkeypatch):
+    import specviz.bench.stream as stream
+    from specviz.bench.stream import Request
+
+    config = SpecConfig(gamma=4, max_new_tokens=12)
+    store = TrafficStore()
+    run_stream(pair, [Request("1, 2, 3, 1, 2, 3,", "a")], config, chat=False, store=store)
+    before = copy.deepcopy(controller_memory(store))
+    restored = []
+    restore = stream.restore_controller_memory
+    monkeypatch.setattr(
+        stream, "restore_controller_memory", lambda s, m: (restored.append(copy.deepcopy(m)), restore(s, m))
+    )
+    row = run_stream(pair, [Request("1, 2, 3, 1, 2,", "a")], config, chat=False, store=store, repeats=3)[0]
+    assert row["repeats"] == 3 and store.requests == 2  # the request joined the traffic once
+    assert len(restored) == 2  # the second and third controller runs start where the first did
+    for memory in restored:
+        assert memory.traffic_rates == before.traffic_rates and memory.model_rate == before.model_rate
+    for drafter in ("model", "traffic", "controller"):
+        speedups = row[drafter]["repeat_speedups"]
+        assert len(speedups) == 3 and row[drafter]["speedup"] == pytest.approx(max(speedups))
+    mean = run_stream(pair, [Request("1, 2, 3,", "a")], config, chat=False, repeats=2, aggregate="mean")[0]
+    assert mean["model"]["speedup"] == pytest.approx(sum(mean["model"]["repeat_speedups"]) / 2)
 
 
 def test_persistence_is_off_by_default_and_kept_in_the_model_cache_when_on(pair, monkeypatch, tmp_path):

@@ -36,7 +36,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--per-category", type=int, default=None, help="use only the first N prompts of each category")
     add_config_arguments(parser, defaults=SpecConfig(**BENCH_DEFAULTS))
-    parser.add_argument("--repeats", type=int, default=1, help="times every prompt is run per method")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="times every prompt is run per method (--stream: every request, per drafter, interleaved)",
+    )
     parser.add_argument(
         "--aggregate",
         choices=["min", "mean"],
@@ -163,23 +168,43 @@ def stream_main(args: argparse.Namespace) -> int:
     from .stream import format_stream, load_stream, run_stream, summarize
 
     name, requests = load_stream(args.stream, args.per_category)
-    config = replace(config_from(args), fuse_prompt=not args.no_fuse_prompt)
+    settings = BenchSettings(  # checked before minutes of loading; --methods and --drafter play no part here
+        config=replace(config_from(args), fuse_prompt=not args.no_fuse_prompt),
+        methods=("baseline",),
+        repeats=args.repeats,
+        warmup=not args.no_warmup,
+        chat=not args.raw,
+        aggregate=args.aggregate,
+    ).validate()
+    config = settings.config
     json_path = output_path(
         args.json or ROOT / "out" / f"stream-{time.strftime('%Y%m%d-%H%M%S')}.json", "--json", make_parents=True
     )
     if args.threads:
         torch.set_num_threads(args.threads)
     pair, load_seconds = _load(args)
-    if not args.no_warmup:
-        run_stream(pair, requests[:1], replace(config, max_new_tokens=min(8, config.max_new_tokens)), chat=not args.raw)
+    if settings.warmup:
+        run_stream(
+            pair, requests[:1], replace(config, max_new_tokens=min(8, config.max_new_tokens)), chat=settings.chat
+        )
     doc = {"stream": name, "file": str(args.stream), "config": config.to_dict(), "pair": pair.names}
+    doc.update(repeats=settings.repeats, aggregate=settings.aggregate)
 
     def write(rows: list) -> None:  # after every request, so a stopped run keeps what it measured
         doc.update(load_seconds=load_seconds, requests=rows, summary=summarize(rows))
         with writing(json_path, "--json"):
             json_path.write_text(json.dumps(doc, indent=1, ensure_ascii=False), encoding="utf-8")
 
-    rows = run_stream(pair, requests, config, chat=not args.raw, log=_log, on_row=write)
+    rows = run_stream(
+        pair,
+        requests,
+        config,
+        chat=settings.chat,
+        log=_log,
+        on_row=write,
+        repeats=settings.repeats,
+        aggregate=settings.aggregate,
+    )
     print(format_stream(rows, doc["summary"]))
     print(f"\nJSON: {json_path}")
     return 0

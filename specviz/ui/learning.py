@@ -66,17 +66,23 @@ def learning_view(rows: list[dict[str, Any]], summary: dict[str, Any], chart_key
         st.caption(f"Store hit rate (drafts that found a match in earlier requests), mean over requests: {hits:.0%}")
         if "drift" in summary:
             d = summary["drift"]
-            back, before = d["recovered_after"], min(WINDOW, d["at"])
             st.caption(
-                f"The traffic changes at request {d['at'] + 1}. Over the {before} requests before it the controller "
-                f"accepted {d['pre_drift_level']:.2f} tokens per round; its rolling mean over {ROLLING} requests "
-                + (
-                    f"was back within 10% (and stayed) after {back} request(s)."
-                    if back
-                    else "had not come back within 10% by the end of the stream."
-                )
+                f"The traffic changes at request {d['at'] + 1}. Over the {min(WINDOW, d['at'])} requests before it "
+                f"the controller accepted {d['pre_drift_level']:.2f} tokens per round; its rolling mean over "
+                f"{ROLLING} requests " + recovery_words(d.get("first_back_after"), d["recovered_after"])
             )
         st.markdown(EXPLANATION)
+
+
+def recovery_words(first: int | None, stays: int | None) -> str:
+    """How the rolling mean came back after the drift: first back within 10%, and back for good."""
+    if stays and stays == first:
+        return f"was back within 10% after {first} request(s), and stayed back."
+    if stays:
+        return f"was first back within 10% after {first} request(s), and back for good after {stays}."
+    if first:
+        return f"was back within 10% after {first} request(s), then fell below that line again."
+    return "had not come back within 10% by the end of the stream."
 
 
 EXPLANATION = (
