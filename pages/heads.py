@@ -3,7 +3,7 @@
 import streamlit as st
 
 from specviz import ui
-from specviz.heads.train import TrainSettings
+from specviz.heads.features import TrainSettings, default_epochs
 
 ui.page_guard()
 
@@ -47,7 +47,14 @@ with form:
     kind = c0.radio("Train", ["medusa", "eagle"], key=k(PAGE, "kind"), format_func=lambda x: ui.HEAD_NAMES[x])
     heads = c1.slider("Medusa heads K", 1, 6, 4, key=k(PAGE, "count"), disabled=kind == "eagle")
     tokens = c2.select_slider("Training tokens", [2000, 5000, 10000, 20000, 40000], 10000, key=k(PAGE, "tokens"))
-    epochs = c3.slider("Epochs", 1, 24, 4, key=k(PAGE, "epochs"), help="EAGLE learns for longer: 16 in train-heads")
+    epochs = c3.slider(  # each kind keeps its own value: EAGLE's fresh layer needs more passes
+        "Epochs",
+        1,
+        24,
+        default_epochs(kind),
+        key=k(PAGE, f"epochs-{kind}"),
+        help=f"as in train-heads: {default_epochs('medusa')} for Medusa, {default_epochs('eagle')} for EAGLE",
+    )
     b1, b2 = st.columns([1.2, 5], vertical_alignment="center")
     b2.caption(
         "Trains on the loaded target (minutes on a CPU: most of it is the target writing its answers, kept in the "

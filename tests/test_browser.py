@@ -249,7 +249,7 @@ def drive_heads(url: str, kind: str, shot: Path) -> dict:
         choice.click()
         page.wait_for_timeout(800)
         slide_to_start(page, "Training tokens", 4)  # 2,000 tokens
-        slide_to_start(page, "Epochs", 3)  # 1 epoch
+        slide_to_start(page, "Epochs", 15)  # 1 epoch, from either kind's default (4 or 16)
         page.get_by_role("button", name="Train", exact=True).click()
         trained = page.locator('[data-testid="stCaptionContainer"]').filter(has_text="Trained in this session")
         expect(trained.first).to_be_visible(timeout=300_000)

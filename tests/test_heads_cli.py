@@ -81,7 +81,7 @@ def test_each_kind_trains_for_its_own_number_of_epochs_unless_told():
     import argparse
 
     from specviz.heads.cli import add_arguments, settings_from
-    from specviz.heads.eagle_train import EAGLE_EPOCHS
+    from specviz.heads.features import EAGLE_EPOCHS
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)

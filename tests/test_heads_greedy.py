@@ -1,5 +1,6 @@
 """The heads' self-distillation data: the target's own greedy continuations, decoded in left-padded batches."""
 
+import os
 from dataclasses import replace
 
 import pytest
@@ -143,6 +144,13 @@ def test_collected_data_is_kept_and_read_back_and_a_bad_file_is_collected_again(
     collect()
     assert len(calls) == 3 and heads_data.load_data(path, heads_data.data_key(pair.target, settings)) is not None
     other = tiny_pair(seed=6)  # another target never reads this target's data
+    for n in range(heads_data.KEEP + 2):  # older collections beyond the newest KEEP are deleted
+        stale = path.with_name(f"data-old{n}.safetensors")
+        stale.write_bytes(b"x")
+        os.utime(stale, (1_000_000 + n, 1_000_000 + n))
+    collect(replace(settings, new_tokens=28))
+    kept = sorted(f.name for f in path.parent.glob("data-*.safetensors"))
+    assert len(kept) == heads_data.KEEP and path.name in kept and "data-old0.safetensors" not in kept
     assert heads_data.data_path(heads_data.data_key(other.target, settings)) != path
 
 

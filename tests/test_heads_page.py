@@ -78,10 +78,13 @@ def test_the_page_opens_on_the_recorded_training(app):  # noqa: F811
 def test_train_in_the_app_then_draft_with_the_heads(app, tmp_path, monkeypatch, kind):  # noqa: F811
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
     go(app, "heads")
-    app.radio(key="heads.kind").set_value(kind)
-    app.slider(key="heads.count").set_value(2)
+    app.radio(key="heads.kind").set_value(kind).run()
+    assert app.slider(key=f"heads.epochs-{kind}").value == (16 if kind == "eagle" else 4)  # train-heads' defaults
+    if kind == "medusa":
+        app.slider(key="heads.count").set_value(2)
+    assert app.slider(key="heads.count").disabled == (kind == "eagle")  # an EAGLE head is one layer
     app.select_slider(key="heads.tokens").set_value(2000)
-    app.slider(key="heads.epochs").set_value(1).run()
+    app.slider(key=f"heads.epochs-{kind}").set_value(1).run()
     app.button(key="heads.run").click().run()
     job = finish(app, "heads", timeout=300)
     assert job.state == "done", job.error

@@ -9,7 +9,8 @@ import time
 from ..batch import MAX_BATCH
 from ..errors import UserError
 from ..progress import ConsoleProgress
-from .eagle_train import EAGLE_EPOCHS, train_eagle
+from .eagle_train import train_eagle
+from .features import EAGLE_EPOCHS, default_epochs
 from .store import HeadsError, heads_path, load_heads, save_heads, target_fingerprint
 from .train import TrainSettings, TrainStep, train_medusa
 
@@ -52,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def settings_from(args: argparse.Namespace) -> TrainSettings:
     if args.epochs is None:
-        args.epochs = EAGLE_EPOCHS if args.kind == "eagle" else TrainSettings().epochs
+        args.epochs = default_epochs(args.kind)
     checks = [
         (1 <= args.heads <= 8, "--heads must be between 1 and 8"),
         (64 <= args.tokens <= 1_000_000, "--tokens must be between 64 and 1,000,000"),

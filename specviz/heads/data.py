@@ -24,6 +24,7 @@ from .store import target_fingerprint
 
 FORMAT = "specviz-heads-data-1"
 FIT_ONLY = ("epochs", "batch", "learning_rate")  # settings that change the training, not the data
+KEEP = 3  # collections kept on disk (about 80 MB each for 12,000 tokens of the built-in target): the newest
 
 
 def data_key(model: Any, settings: TrainSettings) -> dict:
@@ -47,6 +48,15 @@ def save_data(path: Path, key: dict, parts: tuple[Features, Features], seconds: 
     partial = path.with_suffix(".partial")
     save_file(tensors, str(partial), metadata={"key": json.dumps(key, sort_keys=True), "seconds": f"{seconds:.1f}"})
     partial.replace(path)
+    prune(path.parent)
+
+
+def prune(folder: Path, keep: int = KEEP) -> list[Path]:
+    """Delete all but the `keep` newest collections in the folder (the heads themselves are other files)."""
+    files = sorted(folder.glob("data-*.safetensors"), key=lambda f: f.stat().st_mtime, reverse=True)
+    for old in files[keep:]:
+        old.unlink(missing_ok=True)
+    return files[keep:]
 
 
 def load_data(path: Path, key: dict) -> tuple[tuple[Features, Features], float] | None:

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from ..progress import Progress
 from .eagle import EAGLE_INTERMEDIATE, EagleHead, head_config
+from .features import TrainingDataError
 from .train import (
     IGNORE,
     Features,
@@ -31,7 +32,6 @@ from .train import (
 )
 
 CE_WEIGHT = 0.1  # EAGLE's weight of the token loss beside the feature regression
-EAGLE_EPOCHS = 16  # a fresh decoder layer needs more passes than Medusa's zero-initialised blocks (docs/DESIGN.md)
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,11 @@ def windows(model: Any, features: Features, token_ids: torch.Tensor, width: int,
             parts.append((embeds, f[a:b], f[a + 1 : b + 1], g[a:b]))
         start += n
     if not parts:
-        raise ValueError(f"no text window of {window} tokens to train on")
+        longest = max(features.lengths, default=0)
+        raise TrainingDataError(
+            f"the EAGLE head trains on windows of {window + 1} tokens, and the longest collected answer has "
+            f"{longest}: ask for more training tokens, or use a target whose answers do not end at once"
+        )
     return Windows(*(torch.stack([p[i] for p in parts]).clone() for i in range(4)))
 
 

@@ -6,7 +6,10 @@ from dataclasses import dataclass
 
 import torch
 
+from ..errors import UserError
+
 IGNORE = -100  # label of a position whose k-th next token lies beyond its chunk
+EAGLE_EPOCHS = 16  # a fresh decoder layer needs more passes than Medusa's zero-initialised blocks (docs/DESIGN.md)
 
 
 @dataclass(frozen=True)
@@ -22,6 +25,15 @@ class TrainSettings:
     data: str = "greedy"  # the target's own greedy continuations (heads/greedy.py), or "text": teacher-forced source
     new_tokens: int = 256  # greedy: new tokens per prompt
     rows: int = 64  # greedy: prompts decoded at once
+
+
+class TrainingDataError(UserError, ValueError):
+    """Collected data a head cannot learn from (too little of it); the message says what to change."""
+
+
+def default_epochs(kind: str) -> int:
+    """Passes over the data when none are asked for: EAGLE_EPOCHS for the EAGLE head, TrainSettings' for Medusa."""
+    return EAGLE_EPOCHS if kind == "eagle" else TrainSettings.epochs
 
 
 @dataclass(frozen=True)
