@@ -41,6 +41,24 @@ class SourceRate:
             self.checked = self.DISCOUNT * self.checked + checked
 
 
+@dataclass
+class TrafficRates:
+    """A match class's acceptance in two parts. `first`: whether a draft's first token holds, one observation per
+    round, because the tokens of one traffic draft are not independent evidence: a match either goes on or it
+    does not, and one accepted run of five would otherwise count as five successes. `next`: once the first token
+    holds, each following token's, per token (it sets the draft's length)."""
+
+    first: SourceRate
+    next: SourceRate
+
+    def observe(self, accepted: int, checked: int) -> None:
+        if checked <= 0:
+            return
+        self.first.observe(int(accepted > 0), 1)
+        if accepted > 0:
+            self.next.observe(accepted - 1, checked - 1)
+
+
 MATCH_BUCKETS = (4, 8, 16)  # traffic acceptance is measured apart for matches of < 4, < 8, < 16 and more tokens
 # A traffic source is unproven until measured; shadow checks measure it for free every round, so a low prior
 # costs a round of waiting, a high one costs verifies of weak matches (the loss on non-repetitive text).
@@ -115,8 +133,11 @@ class StepCosts:
 class ControllerMemory:
     """What the controller has measured; kept per traffic store, so it carries from request to request."""
 
-    traffic_rates: list[SourceRate] = field(
-        default_factory=lambda: [SourceRate(prior=TRAFFIC_PRIOR) for _ in range(len(MATCH_BUCKETS) + 1)]
+    traffic_rates: list[TrafficRates] = field(
+        default_factory=lambda: [
+            TrafficRates(SourceRate(prior=TRAFFIC_PRIOR), SourceRate(prior=TRAFFIC_PRIOR))
+            for _ in range(len(MATCH_BUCKETS) + 1)
+        ]
     )
     model_rate: SourceRate = field(default_factory=lambda: SourceRate(prior=MODEL_PRIOR))
     model_length: float = MODEL_LENGTH_PRIOR  # moving average of the tokens per model draft
@@ -130,34 +151,44 @@ MIN_CONFIDENCE = 0.5  # the traffic draft's first token: at least this share of 
 
 
 def option_rates(
-    drafted: int, room: int, ends: bool, traffic_rate: float, memory: ControllerMemory
+    drafted: int, room: int, ends: bool, traffic_rate: float, memory: ControllerMemory, first_rate: float | None = None
 ) -> dict[Source, float]:
-    """Expected tokens per second of each option for a traffic proposal of `drafted` tokens (0: none):
-    traffic  E(a_t, k) in one verify of k tokens
+    """Expected tokens per second of each option for a traffic proposal of `drafted` tokens (0: none), whose first
+    token holds with probability a_1 (first_rate; None: traffic_rate) and each next one with a_t:
+    traffic  T = 1 + a_1 (E(a_t, k - 1)), which is E(a_t, k) when a_1 = a_t, in one verify of k tokens
     model    E(a_m, g), g = the model's usual length within the room, for g draft tokens and their verify
-    both     the traffic run, then with probability a_t^k the model's continuation of r = room - k tokens
-             at most: E(a_t, k) + a_t^k (E(a_m, r) - 1), for r draft tokens and a verify of k + r."""
+    both     the traffic run, then with probability a_1 a_t^(k-1) that all k hold the model's continuation of
+             r = room - k tokens at most: T + a_1 a_t^(k-1) (E(a_m, r) - 1), for r draft tokens and a verify
+             of k + r."""
     costs, model_rate = memory.costs, memory.model_rate.rate
+    first = traffic_rate if first_rate is None else first_rate
     if ends:
         room = drafted  # the proposal ends the text: no draft of any source goes usefully past it
     g = min(memory.model_length, room)
     rates: dict[Source, float] = {"model": expected_tokens(model_rate, g) / costs.round_seconds(g, g)}
     if drafted == 0:
         return rates
-    from_traffic = expected_tokens(traffic_rate, drafted)
+    from_traffic = 1 + first * expected_tokens(traffic_rate, drafted - 1)
     rates["traffic"] = from_traffic / costs.round_seconds(drafted, 0)
     rest = min(memory.model_length, room - drafted)
     if rest > 0:
-        tokens = from_traffic + traffic_rate**drafted * (expected_tokens(model_rate, rest) - 1)
+        tokens = from_traffic + first * traffic_rate ** (drafted - 1) * (expected_tokens(model_rate, rest) - 1)
         rates["both"] = tokens / costs.round_seconds(drafted + rest, rest)
     return rates
 
 
-def choose_source(proposal: Proposal, room: int, ends: bool, traffic_rate: float, memory: ControllerMemory) -> Source:
+def choose_source(
+    proposal: Proposal,
+    room: int,
+    ends: bool,
+    traffic_rate: float,
+    memory: ControllerMemory,
+    first_rate: float | None = None,
+) -> Source:
     """The option with the most expected tokens per second (option_rates); ties go to the cheaper draft (traffic,
     then both). No proposal, or one whose first token is unsure, leaves the model. `ends`: the proposal ends with
     an end of sequence (nothing can follow it)."""
     if not proposal.ids or proposal.confidence[0] < MIN_CONFIDENCE:
         return "model"
-    rates = option_rates(len(proposal.ids), room, ends, traffic_rate, memory)
+    rates = option_rates(len(proposal.ids), room, ends, traffic_rate, memory, first_rate)
     return max(("traffic", "both", "model"), key=lambda source: rates.get(source, -1.0))

@@ -203,12 +203,13 @@ class ControllerDrafter:
         self._start = len(committed)
         proposal = self.traffic.suggest(committed, gamma)
         self._bucket = match_bucket(proposal.match_length)
-        rate = self.memory.traffic_rates[self._bucket].rate
+        rates = self.memory.traffic_rates[self._bucket]
+        rate = rates.next.rate  # each token's once the match holds: it sets the length
         keep = traffic_length(rate, gamma)
         proposal = replace(proposal, ids=proposal.ids[:keep], confidence=proposal.confidence[:keep])
         ids = list(proposal.ids)
         ends = bool(ids) and ids[-1] in self.traffic.stop_ids
-        choice = choose_source(proposal, gamma, ends, rate, self.memory)
+        choice = choose_source(proposal, gamma, ends, rate, self.memory, first_rate=rates.first.rate)
         if choice == "both" and len(ids) >= gamma:
             choice = "traffic"  # nothing left for the model to add (choose_source never asks it; a patched one may)
         self.choices.append(choice)

@@ -8,6 +8,7 @@ from specviz.controller import (
     ControllerMemory,
     SourceRate,
     StepCosts,
+    TrafficRates,
     choose_source,
     expected_tokens,
     match_bucket,
@@ -124,6 +125,30 @@ def test_traffic_length_follows_measured_acceptance():
     assert lengths == sorted(lengths)
 
 
+def test_a_traffic_round_is_one_observation_of_its_first_token():
+    """A match either goes on or it does not: one accepted run of five is one success of the first token (and four
+    of the next ones), not five independent ones."""
+    rates = TrafficRates(SourceRate(prior=0.3), SourceRate(prior=0.3))
+    rates.observe(5, 5)  # all five held
+    rates.observe(0, 1)  # the first token failed
+    assert rates.first.rate == pytest.approx((0.8 + 0 + 0.6) / (0.8 + 1 + 2))
+    assert rates.next.rate == pytest.approx((4 + 0.6) / (4 + 2))  # only rounds whose first token held
+    rates.observe(0, 0)  # nothing checked: nothing learned
+    assert rates.first.checked == pytest.approx(1.8)
+
+
+def test_an_unproven_match_class_does_not_outbid_a_proven_model():
+    """The bench prompts' run (issue 17): a 6-token match class had held once, a five-token run, and failed once;
+    per token that read as 0.65, enough to outbid a draft model kept at 0.88; it failed again."""
+    costs = (0.19, 0.018)  # that run's verify and draft-token seconds, about
+    model = memory(0.884, 2.78, costs)
+    assert choose_source(proposal(5), 16, False, 0.647, model) == "traffic"  # the per-token reading
+    first = (0.8 + 0.6) / (1.8 + 2)  # one success, one failure, prior 0.3 on 2 rounds
+    assert choose_source(proposal(5), 16, False, 0.647, model, first_rate=first) == "model"
+    assert option_rates(5, 16, False, 0.6, model, first_rate=0.6) == option_rates(5, 16, False, 0.6, model)
+    assert choose_source(proposal(16), 16, False, 0.95, model, first_rate=0.8) == "traffic"  # a long proven match
+
+
 def test_match_length_classes():
     assert [match_bucket(m) for m in (2, 3, 4, 7, 8, 15, 16, 24)] == [0, 0, 1, 1, 2, 2, 3, 3]
 
@@ -146,7 +171,7 @@ def test_the_memory_carries_from_request_to_request():
     remembered = controller_memory(store)
     run_to_end(speculative_generate(pair, ids, config, traffic=store))
     assert controller_memory(store) is remembered and remembered.costs.fit[0] > 0  # the rounds' costs were learned
-    checked = [r.checked for r in remembered.traffic_rates]
+    checked = [r.first.checked for r in remembered.traffic_rates]
     run_to_end(speculative_generate(pair, ids, config, traffic=store))
-    assert sum(r.checked for r in remembered.traffic_rates) != sum(checked)  # the second run went on learning
+    assert sum(r.first.checked for r in remembered.traffic_rates) != sum(checked)  # the second run went on learning
     assert controller_memory(TrafficStore()) is not remembered  # another store, its own memory

@@ -290,3 +290,18 @@ def test_chunks_cover_the_requested_tokens(tmp_path):
     chunks = token_chunks(pair.tokenizer, [path], tokens=500, chunk=128)
     assert sum(map(len, chunks)) == 500 and max(map(len, chunks)) == 128
     json.dumps([len(c) for c in chunks])
+
+
+def test_the_scaling_script_cuts_whole_answers():
+    from scripts.heads_scaling import first_answers
+    from specviz.heads.features import Features
+
+    lengths = (5, 3, 4, 4)
+    n = sum(lengths)
+    features = Features(
+        torch.arange(n * 2.0).reshape(n, 2), torch.zeros(n, 1, dtype=torch.long), torch.arange(n), lengths
+    )
+    half = first_answers(features, 2)  # 8 of 16 tokens: the first two answers
+    assert half.lengths == (5, 3) and torch.equal(half.ids, torch.arange(8)) and half.hidden.shape == (8, 2)
+    assert first_answers(features, 1).lengths == lengths
+    assert first_answers(features, 8).lengths == (5,)  # at least one whole answer

@@ -161,7 +161,9 @@ def test_the_controller_keeps_the_draft_cache_consistent(pair, prompt_ids, monke
     import specviz.traffic as traffic
 
     monkeypatch.setattr(
-        traffic, "choose_source", lambda p, room, ends, rate, memory: "both" if p.ids and not ends else "model"
+        traffic,
+        "choose_source",
+        lambda p, room, ends, rate, memory, first_rate=None: "both" if p.ids and not ends else "model",
     )
     seen: list[tuple[int, ...]] = []
     original = ControllerDrafter.rollback

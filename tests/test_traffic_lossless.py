@@ -49,7 +49,9 @@ CONFIGS = {
 
 def always_both(monkeypatch) -> None:
     """The controller builds on every traffic proposal (its cost rule would choose "both" only where it pays)."""
-    monkeypatch.setattr(traffic, "choose_source", lambda p, room, ends, rate, memory: "both" if p.ids else "model")
+    monkeypatch.setattr(
+        traffic, "choose_source", lambda p, room, ends, rate, memory, first_rate=None: "both" if p.ids else "model"
+    )
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))
