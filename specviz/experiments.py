@@ -388,9 +388,9 @@ LEARNING = (
         "Does the traffic drafter learn? Compare its accepted tokens per round over the first 5 requests of the "
         "recorded stream with the last 5.",
         LEARNING_RECORDED + (("learning.what", "stream"),),
-        "It does: over the first 5 requests the traffic drafter accepted 0.62 tokens per round (1.42× the target "
-        "alone), over the last 5 5.98 (5.08×), while the draft model went from 2.53 to 2.44 (2.19× to 2.11×). "
-        "Its store found a match for 28% of its drafts over the first 5 requests and 95% over the last 5, and held "
+        "It does: over the first 5 requests the traffic drafter accepted 0.62 tokens per round (1.59× the target "
+        "alone), over the last 5 5.98 (5.41×), while the draft model went from 2.53 to 2.44 (2.47× to 2.13×). "
+        "Its store found a match for 29% of its drafts over the first 5 requests and 95% over the last 5, and held "
         "32 requests, 5,204 tokens, at the end.",
         "It has no weights to train: what it learns is the store. Each finished request adds its text, so a later "
         "request built from the same template finds a long earlier match, and its guesses are copies of text "
@@ -423,16 +423,16 @@ LEARNING = (
         "On prompts that share nothing, which source does the controller pick, and what does a wrong pick cost?",
         LEARNING_RECORDED + (("learning.what", "mine"), ("learning.request", TRANSLATION)),
         "The draft model: on the 10 bench prompts of assets/learning/bench_prompts.json (two per category) the "
-        "controller drafted from the model in 85 of its 87 drafting rounds, from traffic in 2 (a prose and a "
+        "controller drafted from the model in 85 of its 86 drafting rounds, from traffic in 1 (on this "
         "translation prompt), never from both. Alone, the traffic drafter accepted 0.06 tokens per round over the "
         "first 5 prompts and 0.29 over the last 5 (the draft model 2.40 and 3.21), its store finding a match for "
-        "8% of drafts. Over the last 5 the controller ran 1.00× as fast as the draft model; at its lowest, 0.79× "
+        "8% of drafts. Over the last 5 the controller ran 1.04× as fast as the draft model; at its lowest, 0.75× "
         "on this translation prompt, it drafted once from traffic and took 8 rounds to the model's 6.",
         "Each round the controller takes the source expected to commit the most tokens per second, from each "
         "one's measured acceptance (traffic's by match length) and measured costs. Where the prompts share "
         "nothing the matches are short and seldom right, so it drafts with the model: the same rounds, the same "
-        "work, and the same speed up to the timing noise of single short requests (the same rounds timed twice "
-        "differ by up to 21% here). A traffic guess that fails costs a verify that commits one token, and the run "
+        "work, and the same speed up to the timing noise of short requests (the same rounds, each kept as the "
+        "fastest of 3 runs, differ by up to 40% here). A traffic guess that fails costs a verify that commits one token, and the run "
         "then follows another path: here two rounds more. Traffic wins only where long matches make its free "
         "drafts pay.",
         run=False,

@@ -397,8 +397,8 @@ def test_the_learning_experiments_numbers_are_the_recorded_streams():
     observe = experiments.by_id("learning_bench").observe
     picked = {k: sum(r["controller"]["sources"][k] for r in rows) for k in ("traffic", "model", "both")}
     assert f"drafted from the model in {picked['model']} of its {sum(picked.values())} drafting rounds" in observe
-    assert f"from traffic in {picked['traffic']} (a prose and a translation" in observe and picked["both"] == 0
-    assert [r["phase"] for r in rows if r["controller"]["sources"]["traffic"]] == ["prose", "translation"]
+    assert f"from traffic in {picked['traffic']} (on this translation prompt)" in observe and picked["both"] == 0
+    assert [r["phase"] for r in rows if r["controller"]["sources"]["traffic"]] == ["translation"]
     assert len(rows) == 10 and f"the {len(rows)} bench prompts" in observe
     t, m = s["traffic"], s["model"]
     assert (
