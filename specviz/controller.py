@@ -155,7 +155,7 @@ def option_rates(
 ) -> dict[Source, float]:
     """Expected tokens per second of each option for a traffic proposal of `drafted` tokens (0: none), whose first
     token holds with probability a_1 (first_rate; None: traffic_rate) and each next one with a_t:
-    traffic  T = 1 + a_1 (E(a_t, k - 1)), which is E(a_t, k) when a_1 = a_t, in one verify of k tokens
+    traffic  T = 1 + a_1 E(a_t, k - 1), which is E(a_t, k) when a_1 = a_t, in one verify of k tokens
     model    E(a_m, g), g = the model's usual length within the room, for g draft tokens and their verify
     both     the traffic run, then with probability a_1 a_t^(k-1) that all k hold the model's continuation of
              r = room - k tokens at most: T + a_1 a_t^(k-1) (E(a_m, r) - 1), for r draft tokens and a verify
