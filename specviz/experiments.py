@@ -433,8 +433,8 @@ LEARNING = (
         "nothing the matches are short and seldom right, so it drafts with the model: the same rounds, the same "
         "work, and the same speed up to the timing noise of short requests (the same rounds, each kept as the "
         "fastest of 3 runs, differ by up to 40% here). A traffic guess that fails costs a verify that commits one "
-        "token, and the run then follows another path: here two rounds more. Traffic wins only where long matches make its free "
-        "drafts pay.",
+        "token, and the run then follows another path: here two rounds more. Traffic wins only where long "
+        "matches make its free drafts pay.",
         run=False,
     ),
 )
