@@ -47,7 +47,7 @@ with form:
     kind = c0.radio("Train", ["medusa", "eagle"], key=k(PAGE, "kind"), format_func=lambda x: ui.HEAD_NAMES[x])
     heads = c1.slider("Medusa heads K", 1, 6, 4, key=k(PAGE, "count"), disabled=kind == "eagle")
     tokens = c2.select_slider("Training tokens", [2000, 5000, 10000, 20000, 40000], 10000, key=k(PAGE, "tokens"))
-    epochs = c3.slider(  # each kind keeps its own value: EAGLE's fresh layer needs more passes
+    epochs = c3.slider(  # each kind starts at its own default: EAGLE's fresh layer needs more passes
         "Epochs",
         1,
         24,

@@ -3,7 +3,7 @@
 One greedy collection (the one `python -m specviz train-heads` makes and keeps in the model cache; collected here
 if it is missing), cut to its first 1/8, 1/4, 1/2 and all of the training answers, each fitted with the same
 settings and measured on the same held-out answers. Prints one line per size: what the heads' accuracy goal
-would need in data, and so in target time (docs/DESIGN.md, "Draft heads").
+would need in data, and so in target time (docs/DESIGN.md, "Draft heads: Medusa and EAGLE").
 
     .venv/bin/python scripts/heads_scaling.py [--heads 4] [--epochs 4] [--tokens 10000]
 """

@@ -21,8 +21,8 @@ Source = Literal["traffic", "model", "both"]
 
 @dataclass
 class SourceRate:
-    """A source's per-token acceptance, accepted / checked, each older round discounted by DISCOUNT; the prior is
-    PRIOR tokens checked at rate `prior`."""
+    """An acceptance rate, accepted / checked (per token, or per round for TrafficRates.first), each older round
+    discounted by DISCOUNT; the prior is PRIOR observations at rate `prior`."""
 
     prior: float
     accepted: float = 0.0
@@ -187,7 +187,7 @@ def choose_source(
 ) -> Source:
     """The option with the most expected tokens per second (option_rates); ties go to the cheaper draft (traffic,
     then both). No proposal, or one whose first token is unsure, leaves the model. `ends`: the proposal ends with
-    an end of sequence (nothing can follow it)."""
+    an end of sequence (nothing can follow it). traffic_rate and first_rate: a_t and a_1 of option_rates."""
     if not proposal.ids or proposal.confidence[0] < MIN_CONFIDENCE:
         return "model"
     rates = option_rates(len(proposal.ids), room, ends, traffic_rate, memory, first_rate)

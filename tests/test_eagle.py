@@ -143,11 +143,12 @@ def test_without_a_trained_head_the_run_says_how_to_train(tmp_path, monkeypatch)
 
 def test_answers_too_short_for_a_window_are_refused_with_what_to_change():
     from specviz.heads.eagle_train import windows
-    from specviz.heads.features import Features, TrainingDataError
+    from specviz.heads.features import Features
+    from specviz.heads.train import TrainError
 
     pair = tiny_pair()
     n, hidden = 20, pair.target.config.hidden_size
     features = Features(torch.zeros(n, hidden), torch.zeros(n, 1, dtype=torch.long), torch.arange(n), (12, 8))
-    with pytest.raises(TrainingDataError, match="windows of 65 tokens, and the longest collected answer has 12"):
+    with pytest.raises(TrainError, match="windows of 65 tokens, and the longest collected answer has 12"):
         windows(pair.target, features, torch.arange(4), pair.target.config.vocab_size, 64)
     assert len(windows(pair.target, features, torch.arange(4), pair.target.config.vocab_size, 8).labels) == 1

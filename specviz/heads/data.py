@@ -24,7 +24,7 @@ from .store import target_fingerprint
 
 FORMAT = "specviz-heads-data-1"
 FIT_ONLY = ("epochs", "batch", "learning_rate")  # settings that change the training, not the data
-KEEP = 3  # collections kept on disk (about 80 MB each for 12,000 tokens of the built-in target): the newest
+KEEP = 3  # collections kept on disk (about 90 MB each for 12,000 tokens of the built-in target): the newest
 
 
 def data_key(model: Any, settings: TrainSettings) -> dict:

@@ -18,10 +18,10 @@ import torch.nn.functional as F
 
 from ..progress import Progress
 from .eagle import EAGLE_INTERMEDIATE, EagleHead, head_config
-from .features import TrainingDataError
 from .train import (
     IGNORE,
     Features,
+    TrainError,
     TrainReport,
     TrainSettings,
     TrainStep,
@@ -58,7 +58,7 @@ def windows(model: Any, features: Features, token_ids: torch.Tensor, width: int,
         start += n
     if not parts:
         longest = max(features.lengths, default=0)
-        raise TrainingDataError(
+        raise TrainError(
             f"the EAGLE head trains on windows of {window + 1} tokens, and the longest collected answer has "
             f"{longest}: ask for more training tokens, or use a target whose answers do not end at once"
         )

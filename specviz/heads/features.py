@@ -6,8 +6,6 @@ from dataclasses import dataclass
 
 import torch
 
-from ..errors import UserError
-
 IGNORE = -100  # label of a position whose k-th next token lies beyond its chunk
 EAGLE_EPOCHS = 16  # a fresh decoder layer needs more passes than Medusa's zero-initialised blocks (docs/DESIGN.md)
 
@@ -25,10 +23,6 @@ class TrainSettings:
     data: str = "greedy"  # the target's own greedy continuations (heads/greedy.py), or "text": teacher-forced source
     new_tokens: int = 256  # greedy: new tokens per prompt
     rows: int = 64  # greedy: prompts decoded at once
-
-
-class TrainingDataError(UserError, ValueError):
-    """Collected data a head cannot learn from (too little of it); the message says what to change."""
 
 
 def default_epochs(kind: str) -> int:
