@@ -148,6 +148,9 @@ def test_collected_data_is_kept_and_read_back_and_a_bad_file_is_collected_again(
         stale = path.with_name(f"data-old{n}.safetensors")
         stale.write_bytes(b"x")
         os.utime(stale, (1_000_000 + n, 1_000_000 + n))
+    os.utime(path, (999_999, 999_999))  # older than all of them, but read back next: that counts as new
+    collect()
+    assert len(calls) == 3 and path.stat().st_mtime > 1_000_100
     collect(replace(settings, new_tokens=28))
     kept = sorted(f.name for f in path.parent.glob("data-*.safetensors"))
     assert len(kept) == heads_data.KEEP and path.name in kept and "data-old0.safetensors" not in kept

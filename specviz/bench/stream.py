@@ -107,10 +107,10 @@ def _runs(pair, ids: list[int], config: SpecConfig, store: TrafficStore, repeats
 
 def _rate(runs: list, aggregate: str) -> tuple[float, int]:
     """(tokens per second over the repeats, index of the run whose rounds are reported): the least disturbed run
-    (min) or the mean of all (mean, rounds of the first)."""
+    (min), or all of them (mean: their tokens over their seconds, as the methods bench; rounds of the first)."""
     rates = [summary.tokens_per_second for _, summary in runs]
-    if aggregate == "mean":
-        return sum(rates) / len(rates), 0
+    if aggregate == "mean":  # equal token counts: the harmonic mean of the rates
+        return (len(rates) / sum(1 / r for r in rates) if all(r > 0 for r in rates) else 0.0), 0
     best = max(range(len(rates)), key=rates.__getitem__)
     return rates[best], best
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,7 @@ def save_data(path: Path, key: dict, parts: tuple[Features, Features], seconds: 
 
 
 def prune(folder: Path, keep: int = KEEP) -> list[Path]:
-    """Delete all but the `keep` newest collections in the folder (the heads themselves are other files)."""
+    """Delete all but the `keep` collections in the folder written or read last (the heads are other files)."""
     files = sorted(folder.glob("data-*.safetensors"), key=lambda f: f.stat().st_mtime, reverse=True)
     for old in files[keep:]:
         old.unlink(missing_ok=True)
@@ -73,6 +74,10 @@ def load_data(path: Path, key: dict) -> tuple[tuple[Features, Features], float] 
         parts = tuple(_part(tensors, name, key["heads"]) for name in ("train", "heldout"))
     except (OSError, SafetensorError, KeyError, ValueError, TypeError, RuntimeError):
         return None
+    try:  # a collection read back counts as new for prune: the one in use is the last to go
+        os.utime(path)
+    except OSError:
+        pass  # a read-only cache: nothing is pruned there either
     return parts, seconds
 
 
