@@ -11,13 +11,9 @@ would need in data, and so in target time (docs/DESIGN.md, "Draft heads: Medusa 
 from __future__ import annotations
 
 import argparse
-import time
-
-import torch
 
 from specviz.heads.features import Features, TrainSettings
-from specviz.heads.medusa import MedusaHeads
-from specviz.heads.train import accuracy, collect_both, fit, lm_head_rows, reduced_vocabulary
+from specviz.heads.train import collect_both, fit_medusa
 from specviz.models import PairSpec, load_pair
 from specviz.progress import ConsoleProgress
 
@@ -52,19 +48,10 @@ def main() -> int:
     print("tokens  answers  vocab  train s  " + "  ".join(f"head {k + 1} top-1/top-5" for k in range(settings.heads)))
     for share in SHARES:
         part = first_answers(train, share)
-        token_ids = reduced_vocabulary(part.labels, pair.eos_ids)
-        torch.manual_seed(settings.seed)
-        heads = MedusaHeads(
-            part.hidden.shape[1], settings.heads, lm_head_rows(pair.target, token_ids), token_ids, width
-        )
-        started = time.perf_counter()
-        fit(heads, part, settings, lambda m, f: None)
-        heads.eval()
-        fitted = time.perf_counter() - started
-        top1 = accuracy(heads, heldout, token_ids, 1)
-        top5 = accuracy(heads, heldout, token_ids, 5)
-        cells = "  ".join(f"{a:.3f}/{b:.3f}".rjust(22) for a, b in zip(top1, top5, strict=True))
-        print(f"{len(part.ids):>6}  {len(part.lengths):>7}  {len(token_ids):>5}  {fitted:>7.1f}  {cells}")
+        fitted = fit_medusa(pair.target, width, part, heldout, settings, pair.eos_ids)
+        cells = "  ".join(f"{a:.3f}/{b:.3f}".rjust(22) for a, b in zip(fitted.top1, fitted.top5, strict=True))
+        vocab = len(fitted.heads.token_ids)
+        print(f"{len(part.ids):>6}  {len(part.lengths):>7}  {vocab:>5}  {fitted.seconds:>7.1f}  {cells}")
     return 0
 
 

@@ -116,7 +116,7 @@ def test_training_learns_the_next_token_and_the_file_round_trips(tmp_path):
         path.write_text("def f(x):\n    return x * 2\n\n" * 40 + f"# {i}\n")
         files.append(path)
     settings = TrainSettings(
-        heads=1, train_tokens=3000, heldout_tokens=600, chunk=128, epochs=20, learning_rate=3e-3, data="text"
+        heads=1, train_tokens=3000, heldout_tokens=600, chunk=128, epochs=40, learning_rate=3e-3, data="text"
     )
     width = pair.target.config.vocab_size
     steps = []
@@ -124,7 +124,9 @@ def test_training_learns_the_next_token_and_the_file_round_trips(tmp_path):
         pair.target, pair.tokenizer, width, settings, files=files, on_step=steps.append, window=32, intermediate=64
     )
     assert steps[-1].loss < 0.5 * steps[0].loss
-    assert report.heads == 1 and report.top1[0] > 0.7  # periodic text: the next token follows from the context
+    # periodic text: the next token follows from the context. The tiny target's p is flat (top probability
+    # 0.04-0.29), so the soft labels tell its argmax apart only faintly: top-1 0.66 after 40 epochs (0.55 after 20)
+    assert report.heads == 1 and report.top1[0] > 0.5
     path = save_heads(head, target_fingerprint(pair.target), report.to_dict(), tmp_path / "e.safetensors")
     loaded, _ = load_heads(pair.target, width, path, kind="eagle")
     features = torch.randn(1, 3, pair.target.config.hidden_size)
@@ -152,3 +154,24 @@ def test_answers_too_short_for_a_window_are_refused_with_what_to_change():
     with pytest.raises(TrainError, match="windows of 65 tokens, and the longest collected answer has 12"):
         windows(pair.target, features, torch.arange(4), pair.target.config.vocab_size, 64)
     assert len(windows(pair.target, features, torch.arange(4), pair.target.config.vocab_size, 8).labels) == 1
+
+
+def test_the_token_loss_is_against_the_targets_whole_distribution():
+    """EAGLE's soft labels: CE(p, q) with p = softmax(W_lm[S] f) from the true feature. A loss against p's argmax
+    alone (hard labels) reaches 0 once q puts all its mass on the argmax; the soft one stays at p's entropy."""
+    from specviz.heads.eagle_train import CE_WEIGHT, eagle_loss
+
+    pair = tiny_pair(seed=14)
+    head = random_head(pair, keep=[0, 1, 2, 3])
+    hidden = pair.target.config.hidden_size
+    targets = torch.randn(1, 3, hidden)
+    p = torch.softmax(head.reduced_logits(targets), dim=-1)
+    labels = p.argmax(-1)
+    labels[0, 2] = -100  # IGNORE: not counted
+    head.forward = lambda embeds, inputs, cache=None: targets  # a perfect feature prediction: regression 0
+    loss, _ = eagle_loss(head, (torch.zeros(1, 3, hidden), torch.zeros(1, 3, hidden), targets, labels))
+    entropy = -(p[0, :2] * p[0, :2].log()).sum(-1).mean()
+    torch.testing.assert_close(loss, CE_WEIGHT * entropy)
+    assert float(entropy) > 0.01  # so a hard-label loss, CE(argmax, p) = -log max p, would differ
+    hard = torch.nn.functional.cross_entropy(head.reduced_logits(targets)[0, :2], labels[0, :2])
+    assert not torch.allclose(loss, CE_WEIGHT * hard)

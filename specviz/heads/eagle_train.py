@@ -2,8 +2,9 @@
 
 For a chunk x_0..x_{n-1} with the target's features f_i and argmax guesses g_i (for x_{i+1}), input i
 (i = 0..n-2) is (emb(x_{i+1}), f_i) and the head must predict f_{i+1} (regression) and, through the frozen LM
-head, g_{i+1}: loss = SmoothL1(f^, f) + 0.1 CE(W_lm[S] f^, g) (EAGLE's weights). Chunks are cut into windows
-of `window` tokens, a batch of windows per optimiser step; the head attends causally within its window.
+head, the target's next-token distribution p_{i+1} = softmax(W_lm[S] f_{i+1}), whose argmax is g_{i+1}:
+loss = SmoothL1(f^, f) + 0.1 CE(p, softmax(W_lm[S] f^)) (EAGLE's weights and soft labels). Chunks are cut into
+windows of `window` tokens, a batch of windows per optimiser step; the head attends causally within its window.
 """
 
 from __future__ import annotations
@@ -66,11 +67,16 @@ def windows(model: Any, features: Features, token_ids: torch.Tensor, width: int,
 
 
 def eagle_loss(head: EagleHead, batch: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    """SmoothL1(f^, f) + 0.1 CE(p, q): the token loss against the target's whole distribution p = softmax(W_lm[S] f)
+    from its true feature, not only its argmax (EAGLE's soft labels; docs/DESIGN.md, "Draft heads: Medusa and
+    EAGLE")."""
     embeds, inputs, targets, labels = batch
     predicted = head(embeds, inputs)
     logits = head.reduced_logits(predicted)
     regression = F.smooth_l1_loss(predicted, targets)
-    token = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE)
+    valid = labels != IGNORE
+    teacher = F.softmax(head.reduced_logits(targets[valid]), dim=-1).detach()
+    token = -(teacher * F.log_softmax(logits[valid], dim=-1)).sum(-1).mean() if valid.any() else logits.new_zeros(())
     return regression + CE_WEIGHT * token, logits
 
 

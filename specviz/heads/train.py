@@ -268,6 +268,38 @@ def collect_greedy(
     return train, heldout
 
 
+@dataclass(frozen=True)
+class Fitted:
+    """Heads fitted on collected features, measured on the held-out ones."""
+
+    heads: MedusaHeads
+    steps: list[TrainStep]
+    seconds: float  # the fit alone
+    top1: list[float]  # per head, on the held-out features
+    top5: list[float]
+
+
+def fit_medusa(
+    model: Any,
+    vocab_width: int,
+    train: Features,
+    heldout: Features,
+    settings: TrainSettings,
+    stop_ids: frozenset[int] = frozenset(),
+    progress: Progress | None = None,
+    on_step: Callable[[TrainStep], None] | None = None,
+) -> Fitted:
+    """Fresh heads on the training labels' vocabulary (and the stop ids), fitted, then measured on held-out data."""
+    token_ids = reduced_vocabulary(train.labels, stop_ids)
+    heads = MedusaHeads(train.hidden.shape[1], settings.heads, lm_head_rows(model, token_ids), token_ids, vocab_width)
+    started = time.perf_counter()
+    torch.manual_seed(settings.seed)
+    steps = fit(heads, train, settings, progress or (lambda message, fraction: None), on_step)
+    heads.eval()
+    seconds = time.perf_counter() - started
+    return Fitted(heads, steps, seconds, accuracy(heads, heldout, token_ids, 1), accuracy(heads, heldout, token_ids, 5))
+
+
 def train_medusa(
     model: Any,
     tokenizer: Any,
@@ -281,23 +313,27 @@ def train_medusa(
     """Collect the self-distilled features (settings.data), fit the heads, measure them on the held-out files."""
     report_to = progress or (lambda message, fraction: None)
     train, heldout, collect_seconds = collect_both(model, tokenizer, settings, files, report_to, stop_ids)
-    token_ids = reduced_vocabulary(train.labels, stop_ids)
-    heads = MedusaHeads(train.hidden.shape[1], settings.heads, lm_head_rows(model, token_ids), token_ids, vocab_width)
-    collected = time.perf_counter()
-    torch.manual_seed(settings.seed)
-    steps = fit(heads, train, settings, lambda m, f: report_to(f"training: {m}", 0.55 + 0.43 * f), on_step)
-    heads.eval()
+    fitted = fit_medusa(
+        model,
+        vocab_width,
+        train,
+        heldout,
+        settings,
+        stop_ids,
+        lambda m, f: report_to(f"training: {m}", 0.55 + 0.43 * f),
+        on_step,
+    )
     report = TrainReport(
         heads=settings.heads,
         data=settings.data,
         train_tokens=len(train.labels),
         heldout_tokens=len(heldout.labels),
-        vocabulary=len(token_ids),
+        vocabulary=len(fitted.heads.token_ids),
         collect_seconds=round(collect_seconds, 1),
-        train_seconds=round(time.perf_counter() - collected, 1),
-        top1=[round(a, 4) for a in accuracy(heads, heldout, token_ids, 1)],
-        top5=[round(a, 4) for a in accuracy(heads, heldout, token_ids, 5)],
-        curve=[{"step": s.step, "epoch": s.epoch, "loss": round(s.loss, 4)} for s in steps],
+        train_seconds=round(fitted.seconds, 1),
+        top1=[round(a, 4) for a in fitted.top1],
+        top5=[round(a, 4) for a in fitted.top5],
+        curve=[{"step": s.step, "epoch": s.epoch, "loss": round(s.loss, 4)} for s in fitted.steps],
     )
     report_to("heads trained", 1.0)
-    return heads, report
+    return fitted.heads, report
