@@ -30,14 +30,20 @@ with left:
         "threshold), which is faster but **not lossless**; specviz never uses it."
     )
 with right:
-    st.latex(r"\text{Medusa}_k(h_t) = W_{\text{LM}}\,\big(h_t + \operatorname{SiLU}(A_k h_t + b_k)\big)")
+    # short lines: the column is narrow, and a longer formula was cut off in windows up to 1440 px wide
     st.latex(
-        r"\text{EAGLE}: \hat f_{t+1} = \text{Layer}\big(W[\,e(x_{t+1});\ f_t\,]\big),\ \ q = W_{\text{LM}} \hat f_{t+1}"
+        r"\begin{gathered}\text{Medusa}_k(h_t) = W_{\text{LM}}\, r_k \\ "
+        r"r_k = h_t + \operatorname{SiLU}(A_k h_t + b_k)\end{gathered}"
+    )
+    st.latex(
+        r"\begin{gathered}\text{EAGLE}: \hat f_{t+1} = \text{Layer}(u_t) \\ u_t = W\,[\,e(x_{t+1});\ f_t\,] \\ "
+        r"q = \operatorname{softmax}(W_{\text{LM}}\, \hat f_{t+1})\end{gathered}"
     )
     st.caption(
         "Both learn from the target itself (self-distillation): its own greedy answers to requests about code from "
         "Python's standard library, the text it will later be asked to speed up. Medusa: sum of 0.8^k CE per head; "
-        "EAGLE: SmoothL1 on the feature + 0.1 CE. W_LM is cut to the tokens the answers use; q is 0 on the others."
+        "EAGLE: SmoothL1 on the feature + 0.1 CE against the target's whole next-token distribution (EAGLE's soft "
+        "labels). W_LM is cut to the tokens the answers use; q is 0 on the others."
     )
 
 settings = ui.settings()
