@@ -32,7 +32,7 @@ with left:
 with right:
     # short lines: the column is narrow, and a longer formula was cut off in windows up to 1440 px wide
     st.latex(
-        r"\begin{gathered}\text{Medusa}_k(h_t) = W_{\text{LM}}\, r_k \\ "
+        r"\begin{gathered}\text{Medusa}: q_k = \operatorname{softmax}(W_{\text{LM}}\, r_k) \\ "
         r"r_k = h_t + \operatorname{SiLU}(A_k h_t + b_k)\end{gathered}"
     )
     st.latex(

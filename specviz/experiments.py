@@ -294,9 +294,9 @@ HEADS = (
         "heads",
         "Medusa or EAGLE: which one's first guess is better, and what does each see?",
         (("heads.kind", "eagle"),),
-        "Close, with EAGLE slightly ahead here on the first guess: the EAGLE head is right 40% of the time (top-5 "
-        "60%), Medusa's head 1 is right 39% of the time (top-5 62%), trained on the same 10,561 tokens of the same "
-        "target's own answers.",
+        "About even here: the EAGLE head is right 40% of the time (top-5 60%), Medusa's head 1 is right 39% of the "
+        "time (top-5 62%), trained on the same 10,561 tokens of the same target's own answers. The gap is smaller "
+        "than what another seed moves either by (about 2 points).",
         "Both guess the same token, the one after the target's next. Medusa's head sees only h_t; EAGLE's layer "
         "sees the feature f_t and the token the target just chose, and then runs again on its own guess, so its "
         "second and later guesses see the ones before them, where Medusa's heads 2 to 4 are blind (19%, 11%, 8%). "

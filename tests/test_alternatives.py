@@ -4,6 +4,8 @@ The target's forward over the tree must give the same rows as separate forwards;
 stay the target's own; sampled output must still follow p (recursive rejection sampling).
 """
 
+import itertools
+
 import pytest
 import torch
 
@@ -69,13 +71,17 @@ def test_tree_forward_matches_separate_forwards(pair, prompt_ids, attention):
 def test_greedy_with_alternatives_equals_target_alone(pair, prompt_ids, config, monkeypatch):
     if config.schedule == "auto":
         # The auto schedule decides from wall-clock costs: on a loaded machine it may take plain steps only, and
-        # then no alternative is ever checked. Its drafting (gamma_max, confidence stop) is what this test needs.
-        monkeypatch.setattr(AutoSchedule, "next", lambda self: self.gamma_max)
+        # then no alternative is ever checked. Its choices are scripted instead: two rounds of gamma_max (with its
+        # confidence stop), then a plain step, and again.
+        rounds_asked = itertools.count()
+        monkeypatch.setattr(AutoSchedule, "next", lambda self: 0 if next(rounds_asked) % 3 == 2 else self.gamma_max)
     rounds, spec = run_to_end(speculative_generate(pair, prompt_ids, config))
     _, base = run_to_end(autoregressive_generate(pair, prompt_ids, config))
     assert spec.token_ids == base.token_ids
     assert any(r.alternatives for r in rounds)
     assert any(r.kept_alternative is not None for r in rounds), "no alternative was ever kept: the test proves little"
+    if config.schedule == "auto":
+        assert any(not r.drafted for r in rounds)  # plain steps between the rounds that draft
 
 
 def test_alternatives_save_target_passes(pair, prompt_ids):

@@ -157,21 +157,26 @@ def test_answers_too_short_for_a_window_are_refused_with_what_to_change():
 
 
 def test_the_token_loss_is_against_the_targets_whole_distribution():
-    """EAGLE's soft labels: CE(p, q) with p = softmax(W_lm[S] f) from the true feature. A loss against p's argmax
-    alone (hard labels) reaches 0 once q puts all its mass on the argmax; the soft one stays at p's entropy."""
+    """EAGLE's soft labels: CE(p, q) with p = softmax(W_lm[S] f) from the true feature f, q from the predicted one.
+    Neither a loss against p's argmax alone (hard labels) nor one whose teacher comes from the prediction passes."""
+    import torch.nn.functional as F
+
     from specviz.heads.eagle_train import CE_WEIGHT, eagle_loss
 
     pair = tiny_pair(seed=14)
     head = random_head(pair, keep=[0, 1, 2, 3])
     hidden = pair.target.config.hidden_size
-    targets = torch.randn(1, 3, hidden)
+    generator = torch.Generator().manual_seed(0)
+    targets, predicted = torch.randn(1, 3, hidden, generator=generator), torch.randn(1, 3, hidden, generator=generator)
     p = torch.softmax(head.reduced_logits(targets), dim=-1)
+    log_q = torch.log_softmax(head.reduced_logits(predicted), dim=-1)
     labels = p.argmax(-1)
     labels[0, 2] = -100  # IGNORE: not counted
-    head.forward = lambda embeds, inputs, cache=None: targets  # a perfect feature prediction: regression 0
+    head.forward = lambda embeds, inputs, cache=None: predicted
     loss, _ = eagle_loss(head, (torch.zeros(1, 3, hidden), torch.zeros(1, 3, hidden), targets, labels))
-    entropy = -(p[0, :2] * p[0, :2].log()).sum(-1).mean()
-    torch.testing.assert_close(loss, CE_WEIGHT * entropy)
-    assert float(entropy) > 0.01  # so a hard-label loss, CE(argmax, p) = -log max p, would differ
-    hard = torch.nn.functional.cross_entropy(head.reduced_logits(targets)[0, :2], labels[0, :2])
-    assert not torch.allclose(loss, CE_WEIGHT * hard)
+    soft = -(p[0, :2] * log_q[0, :2]).sum(-1).mean()
+    torch.testing.assert_close(loss, F.smooth_l1_loss(predicted, targets) + CE_WEIGHT * soft)
+    hard = F.nll_loss(log_q[0, :2], labels[0, :2])
+    self_taught = -(log_q[0, :2].exp() * log_q[0, :2]).sum(-1).mean()  # a teacher from the prediction
+    for wrong in (hard, self_taught):
+        assert abs(float(soft - wrong)) > 0.01

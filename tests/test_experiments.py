@@ -264,8 +264,8 @@ def test_the_heads_experiments_numbers_are_the_recorded_trainings():
     assert experiments.by_id("heads_medusa_k").values["heads.count"] == medusa["heads"]
 
     both = experiments.by_id("heads_medusa_eagle")
-    ahead = "EAGLE" if eagle["top1"][0] > medusa["top1"][0] else "Medusa"
-    assert abs(eagle["top1"][0] - medusa["top1"][0]) < 0.05 and f"{ahead} slightly ahead" in both.observe
+    # "about even": closer than the 0.016 that another seed moved EAGLE's top-1 by (docs/DESIGN.md, "Draft heads")
+    assert abs(eagle["top1"][0] - medusa["top1"][0]) < 0.016 and "About even here" in both.observe
     assert f"head 1 is right {top1[0]} of the time (top-5 {pct(medusa['top5'][0])})" in both.observe
     assert f"EAGLE head is right {pct(eagle['top1'][0])} of the time (top-5 {pct(eagle['top5'][0])})" in both.observe
     assert medusa["train_tokens"] == eagle["train_tokens"] and f"same {eagle['train_tokens']:,} tokens" in both.observe

@@ -90,7 +90,7 @@ def eagle_accuracy(head: EagleHead, data: Windows, top: int) -> float:
         label = data.labels[start : start + 16]
         valid = label != IGNORE
         hits += int(((best == label[..., None]).any(-1) & valid).sum())
-        total += int(valid.numel())
+        total += int(valid.sum())
     return hits / max(1, total)
 
 
