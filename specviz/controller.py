@@ -40,6 +40,12 @@ class SourceRate:
             self.accepted = self.DISCOUNT * self.accepted + accepted
             self.checked = self.DISCOUNT * self.checked + checked
 
+    def lower(self, z: float) -> float:
+        """A lower confidence bound on the rate: a - z sqrt(a (1 - a) / n), n = checked + PRIOR, the observations
+        (discounted) and the prior's. Few observations give a wide margin; the 0.8 discount keeps n below 7."""
+        n = self.checked + self.PRIOR
+        return max(0.0, self.rate - z * math.sqrt(self.rate * (1 - self.rate) / n))
+
 
 @dataclass
 class TrafficRates:
@@ -58,6 +64,11 @@ class TrafficRates:
         if accepted > 0:
             self.next.observe(accepted - 1, checked - 1)
 
+
+# The draft model is the floor (ATLAS's static speculator): a traffic option is weighed with a_1 at its lower bound
+# (SourceRate.lower), so a match class outbids the model only once it has held often enough to be sure of. Caution
+# costs no evidence, because the shadow checks measure every class in the model's rounds too.
+FLOOR_Z = 1.0
 
 MATCH_BUCKETS = (4, 8, 16)  # traffic acceptance is measured apart for matches of < 4, < 8, < 16 and more tokens
 # A traffic source is unproven until measured; shadow checks measure it for free every round, so a low prior

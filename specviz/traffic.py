@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from .builtin import cache_root
-from .controller import ControllerMemory, Source, choose_source, match_bucket, traffic_length
+from .controller import FLOOR_Z, ControllerMemory, Source, choose_source, match_bucket, traffic_length
 from .drafters import Draft, ModelDrafter
 from .schedule import RoundCost
 from .suffix import MAX_SPEC_FACTOR, MIN_TOKEN_PROB, Proposal, SuffixIndex, TrafficStore, continuation, longest_match
@@ -209,7 +209,8 @@ class ControllerDrafter:
         proposal = replace(proposal, ids=proposal.ids[:keep], confidence=proposal.confidence[:keep])
         ids = list(proposal.ids)
         ends = bool(ids) and ids[-1] in self.traffic.stop_ids
-        choice = choose_source(proposal, gamma, ends, rate, self.memory, first_rate=rates.first.rate)
+        first = rates.first.lower(FLOOR_Z)  # the model is the floor: traffic must be sure of its first token
+        choice = choose_source(proposal, gamma, ends, rate, self.memory, first_rate=first)
         if choice == "both" and len(ids) >= gamma:
             choice = "traffic"  # nothing left for the model to add (choose_source never asks it; a patched one may)
         self.choices.append(choice)

@@ -5,6 +5,7 @@ import pytest
 
 from specviz.config import SpecConfig
 from specviz.controller import (
+    FLOOR_Z,
     ControllerMemory,
     SourceRate,
     StepCosts,
@@ -15,11 +16,13 @@ from specviz.controller import (
     option_rates,
     traffic_length,
 )
-from specviz.engine import run_to_end, speculative_generate
+from specviz.drafters import ModelDrafter
+from specviz.engine import make_generator, run_to_end, speculative_generate, vocab_width
+from specviz.sampling import build_warpers
 from specviz.schedule import RoundCost
 from specviz.suffix import Proposal, TrafficStore
 from specviz.tiny import tiny_pair
-from specviz.traffic import controller_memory
+from specviz.traffic import ControllerDrafter, TrafficDrafter, controller_memory
 
 CPU = (0.2, 0.045)  # seconds of a verify and of a draft token on this CPU (built-in pair: ~195 ms, ~43 ms)
 CHEAP_DRAFT = (0.2, 0.01)  # a draft token at 5% of a verify (a GPU with a much smaller draft)
@@ -175,3 +178,63 @@ def test_the_memory_carries_from_request_to_request():
     run_to_end(speculative_generate(pair, ids, config, traffic=store))
     assert sum(r.first.checked for r in remembered.traffic_rates) != sum(checked)  # the second run went on learning
     assert controller_memory(TrafficStore()) is not remembered  # another store, its own memory
+
+
+def test_the_lower_bound_narrows_with_evidence_and_never_passes_the_rate():
+    rate = SourceRate(prior=0.3)
+    assert rate.lower(FLOOR_Z) < rate.rate  # the prior alone: wide
+    margins = []
+    for _ in range(12):
+        rate.observe(1, 1)  # a first token that held, round after round
+        assert 0.0 <= rate.lower(FLOOR_Z) < rate.rate
+        margins.append(rate.rate - rate.lower(FLOOR_Z))
+    assert margins == sorted(margins, reverse=True)  # more rounds, surer
+    assert rate.lower(0.0) == rate.rate
+    assert SourceRate(prior=0.0).lower(FLOOR_Z) == 0.0
+
+
+def test_the_model_is_the_floor_until_a_match_class_has_proven_itself():
+    """The bench prompts' run with a_1 at its mean (issue 17): a class that had held in one of its first rounds
+    outbid a draft model the prose prompts had pulled down to 0.58, failed at the first token, and the translation
+    request ran at 0.75x the model. At the lower bound one hold is not enough; five in a row are."""
+    costs = (0.19, 0.018)
+    model = memory(0.58, 2.78, costs)
+    rates = TrafficRates(SourceRate(prior=0.3), SourceRate(prior=0.3))
+    rates.observe(5, 5)
+    assert choose_source(proposal(5), 16, False, 0.647, model, first_rate=rates.first.rate) == "traffic"  # the mean
+    assert choose_source(proposal(5), 16, False, 0.647, model, first_rate=rates.first.lower(FLOOR_Z)) == "model"
+    for _ in range(4):
+        rates.observe(5, 5)
+    assert choose_source(proposal(5), 16, False, 0.647, model, first_rate=rates.first.lower(FLOOR_Z)) == "traffic"
+    long_match = TrafficRates(SourceRate(prior=0.3), SourceRate(prior=0.3))
+    for _ in range(3):
+        long_match.observe(16, 16)
+    proven = memory(0.884, 2.78, costs)  # a long match wins against a good model after three holds
+    assert choose_source(proposal(16), 16, False, 0.95, proven, first_rate=long_match.first.lower(FLOOR_Z)) == "traffic"
+
+
+def test_the_controller_weighs_the_first_token_at_its_lower_bound(monkeypatch):
+    """What ControllerDrafter.propose hands choose_source: a_t's mean (it sets the length) and a_1's lower bound."""
+    import specviz.traffic as traffic
+
+    pair = tiny_pair()
+    store = TrafficStore()
+    ids = pair.encode_prompt("1, 2, 3, 1, 2, 3, 1, 2,", chat=False)
+    store.add(ids * 2)
+    seen = []
+
+    def spy(p, room, ends, rate, memory, first_rate=None):
+        seen.append((p.match_length, rate, first_rate))
+        return "model"
+
+    monkeypatch.setattr(traffic, "choose_source", spy)
+    model = ModelDrafter(pair.draft, vocab_width(pair))
+    drafter = ControllerDrafter(TrafficDrafter(store), model, ControllerMemory())
+    bucket = drafter.memory.traffic_rates[match_bucket(len(ids))]
+    bucket.first.observe(1, 1)
+    drafter.prefill(ids[:-1])
+    drafter.propose(ids, 6, build_warpers(SpecConfig()), make_generator(pair.device, 0), True, 0.0)
+    [(length, rate, first)] = seen
+    assert match_bucket(length) == match_bucket(len(ids))
+    assert rate == bucket.next.rate
+    assert first == pytest.approx(bucket.first.lower(FLOOR_Z)) and first < bucket.first.rate

@@ -282,6 +282,13 @@ def test_stream_repeats_keep_the_fastest_run_and_learn_each_request_once(pair, m
     monkeypatch.setattr(
         stream, "restore_controller_memory", lambda s, m: (restored.append(copy.deepcopy(m)), restore(s, m))
     )
+    order = []
+    generate = stream.speculative_generate
+    monkeypatch.setattr(
+        stream,
+        "speculative_generate",
+        lambda p, i, c, traffic: (order.append(c.drafter), generate(p, i, c, traffic=traffic))[1],
+    )
     row = run_stream(pair, [Request("1, 2, 3, 1, 2,", "a")], config, chat=False, store=store, repeats=3)[0]
     assert row["repeats"] == 3 and store.requests == 2  # the request joined the traffic once
     assert len(restored) == 2  # the second and third controller runs start where the first did
@@ -290,6 +297,17 @@ def test_stream_repeats_keep_the_fastest_run_and_learn_each_request_once(pair, m
     for drafter in ("model", "traffic", "controller"):
         speedups = row[drafter]["repeat_speedups"]
         assert len(speedups) == 3 and row[drafter]["speedup"] == pytest.approx(max(speedups))
+    assert order == [
+        "model",
+        "traffic",
+        "controller",
+        "traffic",
+        "controller",
+        "model",
+        "controller",
+        "model",
+        "traffic",
+    ]
     mean = run_stream(pair, [Request("1, 2, 3,", "a")], config, chat=False, repeats=2, aggregate="mean")[0]
     harmonic = 2 / sum(1 / x for x in mean["model"]["repeat_speedups"])  # tokens over seconds, as the methods bench
     assert mean["model"]["speedup"] == pytest.approx(harmonic)

@@ -88,15 +88,23 @@ class StreamMismatch(AssertionError):
     """A greedy run whose output differs from the target alone: speculative decoding would be wrong."""
 
 
+def run_order(repeat: int) -> tuple[str, ...]:
+    """The drafters' order in one repeat: rotated each time (model, traffic, controller; traffic, controller,
+    model; ...), so that over len(DRAFTERS) repeats each drafter runs once in each place after the target's run.
+    A fixed order put the controller last every time, and on this machine a run was slower by place alone."""
+    shift = repeat % len(DRAFTERS)
+    return DRAFTERS[shift:] + DRAFTERS[:shift]
+
+
 def _runs(pair, ids: list[int], config: SpecConfig, store: TrafficStore, repeats: int) -> dict[str, list]:
-    """Every run of one request, `repeats` times over, interleaved (target, model, traffic, controller, target, ...)
-    so that a slow stretch of the machine falls on all of them. Every repeat of the controller starts from the
-    memory its store had before the request, so the stream's learning counts each request once."""
+    """Every run of one request, `repeats` times over, interleaved (target, then the drafters in run_order's order,
+    target, ...) so that a slow stretch of the machine falls on all of them. Every repeat of the controller starts
+    from the memory its store had before the request, so the stream's learning counts each request once."""
     start = copy.deepcopy(controller_memory(store))
     runs: dict[str, list] = {name: [] for name in ("baseline", *DRAFTERS)}
     for repeat in range(repeats):
         runs["baseline"].append(run_to_end(autoregressive_generate(pair, ids, config)))
-        for drafter in DRAFTERS:
+        for drafter in run_order(repeat):
             if drafter == "controller" and repeat:
                 restore_controller_memory(store, copy.deepcopy(start))
             runs[drafter].append(
