@@ -297,6 +297,9 @@ def test_stream_repeats_keep_the_fastest_run_and_learn_each_request_once(pair, m
     for drafter in ("model", "traffic", "controller"):
         speedups = row[drafter]["repeat_speedups"]
         assert len(speedups) == 3 and row[drafter]["speedup"] == pytest.approx(max(speedups))
+    pairs = zip(row["controller"]["repeat_speedups"], row["model"]["repeat_speedups"], strict=True)
+    same_repeat = sorted(c / m for c, m in pairs)
+    assert row["controller_over_model_paired"] == pytest.approx(same_repeat[1])  # the median of the three pairs
     assert order == [
         "model",
         "traffic",
