@@ -389,9 +389,9 @@ LEARNING = (
         "Does the traffic drafter learn? Compare its accepted tokens per round over the first 5 requests of the "
         "recorded stream with the last 5.",
         LEARNING_RECORDED + (("learning.what", "stream"),),
-        "It does: over the first 5 requests the traffic drafter accepted 0.62 tokens per round (1.59× the target "
-        "alone), over the last 5 5.98 (5.41×), while the draft model went from 2.53 to 2.44 (2.47× to 2.13×). "
-        "Its store found a match for 29% of its drafts over the first 5 requests and 95% over the last 5, and held "
+        "It does: over the first 5 requests the traffic drafter accepted 0.62 tokens per round (1.52× the target "
+        "alone), over the last 5 5.98 (5.45×), while the draft model went from 2.59 to 2.68 (2.43× to 2.51×). "
+        "Its store found a match for 31% of its drafts over the first 5 requests and 94% over the last 5, and held "
         "32 requests, 5,204 tokens, at the end.",
         "It has no weights to train: what it learns is the store. Each finished request adds its text, so a later "
         "request built from the same template finds a long earlier match, and its guesses are copies of text "
@@ -405,9 +405,9 @@ LEARNING = (
         "What happens to the traffic drafter when the stream switches from Python to JavaScript (request 17), "
         "and how fast does it recover?",
         LEARNING_RECORDED + (("learning.what", "stream"),),
-        "At request 17 it accepted 0.45 tokens per round (its store found a match for 30% of drafts), against "
-        "2.96 on average over the 5 Python requests before; the draft model accepted 1.91 there, 2.76 on average "
-        "before and 2.85 over the 16 JavaScript requests. The traffic drafter's rolling mean of 3 requests was "
+        "At request 17 it accepted 0.45 tokens per round (its store found a match for 29% of drafts), against "
+        "2.96 on average over the 5 Python requests before; the draft model accepted 2.20 there, 2.73 on average "
+        "before and 2.92 over the 16 JavaScript requests. The traffic drafter's rolling mean of 3 requests was "
         "back within 10% of its Python level, and stayed, after 12 JavaScript requests; the last 3 accepted "
         "4.33, 1.91 and 9.67.",
         "Its store held Python only: a JavaScript request matches short, generic pieces of it, and what followed "
@@ -423,19 +423,20 @@ LEARNING = (
         "learning",
         "On prompts that share nothing, which source does the controller pick, and what does a wrong pick cost?",
         LEARNING_RECORDED + (("learning.what", "mine"), ("learning.request", TRANSLATION)),
-        "The draft model: on the 10 bench prompts of assets/learning/bench_prompts.json (two per category) the "
-        "controller drafted from the model in 85 of its 86 drafting rounds, from traffic in 1 (on this "
-        "translation prompt), never from both. Alone, the traffic drafter accepted 0.06 tokens per round over the "
-        "first 5 prompts and 0.29 over the last 5 (the draft model 2.40 and 3.21), its store finding a match for "
-        "8% of drafts. Over the last 5 the controller ran 1.04× as fast as the draft model; at its lowest, 0.75× "
-        "on this translation prompt, it drafted once from traffic and took 8 rounds to the model's 6.",
+        "The draft model, every time: on the 10 bench prompts of assets/learning/bench_prompts.json (two per "
+        "category) the controller drafted from the model in all 87 of its drafting rounds, never from traffic or "
+        "both, and ran the same rounds as the draft model on 9 of the 10 prompts. Alone, the traffic drafter "
+        "accepted 0.06 tokens per round over the first 5 prompts and 0.29 over the last 5 (the draft model 2.15 "
+        "and 3.13), its store finding a match for 8% of drafts. Over the last 5 the controller ran 1.02× as fast "
+        "as the draft model; per prompt from 0.92× to 1.19×, and 1.01× on this translation prompt.",
         "Each round the controller takes the source expected to commit the most tokens per second, from each "
-        "one's measured acceptance (traffic's by match length) and measured costs. Where the prompts share "
-        "nothing the matches are short and seldom right, so it drafts with the model: the same rounds, the same "
-        "work, and the same speed up to the timing noise of short requests (the same rounds, each kept as the "
-        "fastest of 3 runs, differ by up to 40% here). A traffic guess that fails costs a verify that commits one "
-        "token, and the run then follows another path: here two rounds more. Traffic wins only where long "
-        "matches make its free drafts pay.",
+        "one's measured acceptance (traffic's by match length) and measured costs, and the draft model is the "
+        "floor: a traffic option counts its first token's rate at a lower confidence bound, so a kind of match "
+        "must have held several times before it may outbid the model. Where the prompts share nothing the "
+        "matches are short and seldom right, so it drafts with the model: the same rounds, the same work, and "
+        "the same speed up to the timing noise of short requests (the draft model's own 3 runs of one prompt "
+        "differ by up to 23% here). Before that bound, one traffic guess on this translation prompt failed: a "
+        "verify that committed one token, and the run took 8 rounds to the model's 6 (0.75×).",
         run=False,
     ),
 )
