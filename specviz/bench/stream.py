@@ -92,7 +92,8 @@ class StreamMismatch(AssertionError):
 def run_order(repeat: int) -> tuple[str, ...]:
     """The drafters' order in one repeat: rotated each time (model, traffic, controller; traffic, controller,
     model; ...), so that over len(DRAFTERS) repeats each drafter runs once in each place after the target's run.
-    A fixed order put the controller last every time, and on this machine a run was slower by place alone."""
+    A fixed order put the controller last in every repeat: a drift of the machine's speed within a repeat fell on it
+    alone."""
     shift = repeat % len(DRAFTERS)
     return DRAFTERS[shift:] + DRAFTERS[:shift]
 
