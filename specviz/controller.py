@@ -42,7 +42,8 @@ class SourceRate:
 
     def lower(self, z: float) -> float:
         """A lower confidence bound on the rate: a - z sqrt(a (1 - a) / n), n = checked + PRIOR, the observations
-        (discounted) and the prior's. Few observations give a wide margin; the 0.8 discount keeps n below 7."""
+        (discounted) and the prior's. Few observations give a wide margin; for a rate observed once a round (a_1) the
+        0.8 discount keeps n below 7."""
         n = self.checked + self.PRIOR
         return max(0.0, self.rate - z * math.sqrt(self.rate * (1 - self.rate) / n))
 

@@ -432,7 +432,7 @@ LEARNING = (
         "Each round the controller takes the source expected to commit the most tokens per second, from each "
         "one's measured acceptance (traffic's by match length) and measured costs, and the draft model is the "
         "floor: a traffic option counts its first token's rate at a lower confidence bound, so a kind of match "
-        "must have held several times before it may outbid the model. Where the prompts share nothing the "
+        "must have held more than once before a short one may outbid the model. Where the prompts share nothing the "
         "matches are short and seldom right, so it drafts with the model: the same rounds, the same work, and "
         "the same speed up to the timing noise of short requests (the draft model's own 3 runs of one prompt "
         "differ by up to 23% here). Before that bound, one traffic guess on this translation prompt failed: a "

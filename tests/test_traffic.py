@@ -277,12 +277,14 @@ def test_stream_repeats_keep_the_fastest_run_and_learn_each_request_once(pair, m
     store = TrafficStore()
     run_stream(pair, [Request("1, 2, 3, 1, 2, 3,", "a")], config, chat=False, store=store)
     before = copy.deepcopy(controller_memory(store))
+    order = []
     restored = []
     restore = stream.restore_controller_memory
     monkeypatch.setattr(
-        stream, "restore_controller_memory", lambda s, m: (restored.append(copy.deepcopy(m)), restore(s, m))
+        stream,
+        "restore_controller_memory",
+        lambda s, m: (restored.append(copy.deepcopy(m)), order.append("restore"), restore(s, m)),
     )
-    order = []
     generate = stream.speculative_generate
     monkeypatch.setattr(
         stream,
@@ -300,17 +302,12 @@ def test_stream_repeats_keep_the_fastest_run_and_learn_each_request_once(pair, m
     pairs = zip(row["controller"]["repeat_speedups"], row["model"]["repeat_speedups"], strict=True)
     same_repeat = sorted(c / m for c, m in pairs)
     assert row["controller_over_model_paired"] == pytest.approx(same_repeat[1])  # the median of the three pairs
-    assert order == [
-        "model",
-        "traffic",
-        "controller",
-        "traffic",
-        "controller",
-        "model",
-        "controller",
-        "model",
-        "traffic",
-    ]
+    # the drafters rotate each repeat, and each later controller run starts right after its memory is restored
+    assert order == (
+        ["model", "traffic", "controller"]
+        + ["traffic", "restore", "controller", "model"]
+        + ["restore", "controller", "model", "traffic"]
+    )
     mean = run_stream(pair, [Request("1, 2, 3,", "a")], config, chat=False, repeats=2, aggregate="mean")[0]
     harmonic = 2 / sum(1 / x for x in mean["model"]["repeat_speedups"])  # tokens over seconds, as the methods bench
     assert mean["model"]["speedup"] == pytest.approx(harmonic)
@@ -333,3 +330,15 @@ def test_persistence_is_off_by_default_and_kept_in_the_model_cache_when_on(pair,
     assert list(traffic_store(pair).index.sequences.values()) == [[1, 2, 3, 4], [5, 6, 7, 8]]
     traffic.forget(pair)
     assert traffic_store(pair).requests == 0 and not path.exists()
+
+
+def test_same_repeat_ratio_is_the_median_of_each_repeats_ratio_and_0_without_a_rate():
+    from types import SimpleNamespace
+
+    from specviz.bench.stream import same_repeat_ratio
+
+    def runs(*rates):
+        return [([], SimpleNamespace(tokens_per_second=r)) for r in rates]
+
+    assert same_repeat_ratio(runs(2.0, 3.0, 9.0), runs(2.0, 2.0, 3.0)) == pytest.approx(1.5)  # of 1, 1.5 and 3
+    assert same_repeat_ratio(runs(2.0, 3.0), runs(2.0, 0.0)) == 0.0  # a run that decoded nothing: no ratio

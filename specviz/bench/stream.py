@@ -125,12 +125,14 @@ def _rate(runs: list, aggregate: str) -> tuple[float, int]:
     return rates[best], best
 
 
-def paired_ratio(runs: list, against: list) -> float:
+def same_repeat_ratio(runs: list, against: list) -> float:
     """The median over repeats of one run's rate over the other's in the same repeat (run_order keeps them a run or
     two apart): a slow stretch of the machine falls on both runs of a pair and cancels, where the ratio of each
-    one's fastest run compares runs from different minutes."""
-    ratios = sorted(a.tokens_per_second / b.tokens_per_second for (_, a), (_, b) in zip(runs, against, strict=True))
-    return statistics.median(ratios) if ratios and ratios[0] > 0 else 0.0
+    one's fastest run compares runs from different minutes. 0 when a run has no rate (nothing decoded)."""
+    pairs = [(a.tokens_per_second, b.tokens_per_second) for (_, a), (_, b) in zip(runs, against, strict=True)]
+    if not pairs or any(a <= 0 or b <= 0 for a, b in pairs):
+        return 0.0
+    return statistics.median(a / b for a, b in pairs)
 
 
 def run_request(
@@ -152,7 +154,7 @@ def run_request(
         metrics["speedup"] = rate / base_rate if base_rate else 0.0
         metrics["repeat_speedups"] = [s.tokens_per_second / base_rate if base_rate else 0.0 for _, s in runs[drafter]]
         row[drafter] = metrics
-    row["controller_over_model_paired"] = paired_ratio(runs["controller"], runs["model"])
+    row["controller_over_model_paired"] = same_repeat_ratio(runs["controller"], runs["model"])
     store.add(ids + list(base.token_ids))  # the request joins the traffic: later requests draft from it
     row["store"] = {"requests": store.requests, "tokens": store.tokens}
     return row
@@ -292,7 +294,7 @@ def format_stream(rows: list[dict[str, Any]], summary: dict[str, Any]) -> str:
     )
     if summary.get("controller_over_model_min_paired") and rows[0].get("repeats", 1) > 1:
         lines.append(
-            "controller / draft model, median of the same repeat's two runs: lowest single request "
+            "controller / draft model, median over the repeats of each repeat's ratio: lowest single request "
             f"{summary['controller_over_model_min_paired']:.2f}x"
         )
     if "drift" in summary:
