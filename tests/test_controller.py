@@ -183,19 +183,15 @@ def test_the_memory_carries_from_request_to_request():
 def test_the_lower_bound_narrows_with_evidence_and_never_passes_the_rate():
     rate = SourceRate(prior=0.3)
     assert rate.lower(FLOOR_Z) < rate.rate  # the prior alone: wide
-    margins = []
-    for _ in range(12):
+    margins, bounds = [], {}
+    for holds in range(1, 13):
         rate.observe(1, 1)  # a first token that held, round after round
-        assert 0.0 <= rate.lower(FLOOR_Z) < rate.rate
-        margins.append(rate.rate - rate.lower(FLOOR_Z))
+        bounds[holds] = rate.lower(FLOOR_Z)
+        assert 0.0 <= bounds[holds] < rate.rate
+        margins.append(rate.rate - bounds[holds])
     assert margins == sorted(margins, reverse=True)  # more rounds, surer
     assert rate.lower(0.0) == rate.rate
     # a - sqrt(a (1 - a) / n) after 1, 5 and 12 holds (n = discounted rounds + 2): the values docs/DESIGN.md quotes
-    held = SourceRate(prior=0.3)
-    bounds = {}
-    for holds in range(1, 13):
-        held.observe(1, 1)
-        bounds[holds] = held.lower(FLOOR_Z)
     assert [round(bounds[k], 3) for k in (1, 5, 12)] == [0.245, 0.549, 0.632]
     assert SourceRate(prior=0.0).lower(FLOOR_Z) == 0.0
 
