@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from specviz.heads import MedusaHeads
-from specviz.heads.greedy import greedy_features, greedy_rows, snippet_prompts, snippets
+from specviz.heads.greedy import greedy_features, greedy_rows, snippet_prompts, snippets, writing_tasks
 from specviz.heads.train import IGNORE, TrainSettings, accuracy, split_files, train_medusa
 from specviz.tiny import tiny_pair
 
@@ -69,18 +69,34 @@ def test_collection_stops_once_it_has_the_tokens_asked_for():
     assert features.lengths == (6, 6)  # two rows of 6 reach 10; the other ten prompts are never decoded
 
 
-def test_prompts_ask_about_each_def_or_class(tmp_path):
+def test_prompts_ask_about_each_def_or_class_and_to_write_the_documented_functions(tmp_path):
     path = tmp_path / "shapes.py"
     body = '    """The area of a circle of radius r, in square units of r."""\n    return math.pi * r**2\n\n\n'
-    path.write_text("import math\n\n\n" + "".join(f"def area_{i}(r):\n{body}" for i in range(5)) + "def f(): pass\n")
+    path.write_text(
+        "import math\n\n\n"
+        + "".join(f"def area_{i}(r, *, unit=1):\n{body}" for i in range(5))
+        + 'def _hidden(x):\n    """A private helper that nobody is asked to write."""\n\n\n'
+        + 'class Box:\n    def area(self):\n        """A method: only top-level functions are asked for."""\n\n\n'
+        + "def f(): pass\n"
+    )
     found = snippets(path)
-    assert len(found) == 5 and all(s.startswith("def area_") for s in found)  # def f() is too short to ask about
+    assert sum(s.startswith("def area_") for s in found) == 5 and not any(s.startswith("def f()") for s in found)
+    tasks = writing_tasks(path)
+    assert sorted(tasks) == [
+        f"Write a Python function `area_{i}(r, *, unit=1)`. The area of a circle of radius r, in square units of r."
+        for i in range(5)
+    ]
     pair = tiny_pair(seed=4)
-    prompts = snippet_prompts(pair.tokenizer, [path], 4, seed=0)
-    assert len(prompts) == 4
+    prompts = snippet_prompts(pair.tokenizer, [path], 10, seed=0)
     text = [pair.tokenizer.decode(p) for p in prompts]
-    assert all("shapes" in t and "```python" in t for t in text)
-    assert len({t.split(" ")[0] for t in text}) == 4  # four different asks
+    assert len(text) == 10  # snippets and the 5 tasks, alternating, cut at 10
+    asks, writes = text[0::2], text[1::2]
+    assert all("shapes" in t and "```python" in t for t in asks)
+    assert len({t.split(" ")[0] for t in asks}) == 4  # four different asks, in turn
+    assert all(t.startswith("Write a Python function `area_") for t in writes)
+    broken = tmp_path / "broken.py"
+    broken.write_text('def (:\n    """A file that does not parse asks for nothing."""\n')
+    assert writing_tasks(broken) == []
 
 
 def test_medusa_trains_on_greedy_continuations(tmp_path):

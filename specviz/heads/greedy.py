@@ -4,10 +4,12 @@ At decode time the heads read the target's hidden state on text the target itsel
 token is its argmax). Trained on human text instead, head 1 at t must guess a_{t+1} = argmax p(. | x_<=t+1), which
 depends on a human's x_{t+1} that h_t cannot know; on the target's own text x_{t+1} = a_t, which h_t decides.
 
-Prompts: chat requests about snippets of the standard library's modules (code that every install has and that
-shares nothing with assets/prompts.json), so the continuations are the target's answers in its chat style, as the
-app serves it. They are decoded greedily B at a time (left-padded, as specviz/batch.py does), keeping each step's
-final hidden state. For one row, with x_0 the prompt's last token and a_i = argmax LM(h_i) the token fed next:
+Prompts: chat requests about the standard library's modules (code that every install has and that shares nothing
+with assets/prompts.json), so the continuations are the target's answers in its chat style, as the app serves it:
+every other one asks about a snippet (continue, explain, use, type it), the others ask for a whole function from a
+documented function's signature and the first line of its docstring, as users ask the app for programs. They
+are decoded greedily B at a time (left-padded, as specviz/batch.py does), keeping each step's final hidden state.
+For one row, with x_0 the prompt's last token and a_i = argmax LM(h_i) the token fed next:
 
     hidden  h_0 .. h_{n-1}     the states after x_0, x_1 = a_0, .., x_{n-1} = a_{n-2}
     labels  [i, k - 1] = a_{i+k} (head k at i; IGNORE past the row's end)
@@ -18,6 +20,7 @@ Medusa and EAGLE trainers read them as they read teacher-forced chunks (each row
 
 from __future__ import annotations
 
+import ast
 import random
 import re
 from collections.abc import Callable
@@ -37,6 +40,8 @@ ASKS = (
     "Write a short usage example for this code from Python's `{name}` module:\n```python\n{snippet}\n```",
     "Rewrite this code from Python's `{name}` module with type hints:\n```python\n{snippet}\n```",
 )
+WRITE = "Write a Python function `{signature}`. {summary}"
+SUMMARY_CHARS = (20, 200)  # a docstring's first line shorter than this says too little, a longer one is a paragraph
 SNIPPET_LINES = 10  # lines of code per prompt, starting at a def or class
 SNIPPET_CHARS = 320
 
@@ -53,14 +58,35 @@ def snippets(path: Path) -> list[str]:
     return out
 
 
+def writing_tasks(path: Path) -> list[str]:
+    """A request to write each public top-level function of the file that has a docstring: its signature and the
+    docstring's first line (a file that does not parse gives none)."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+    except (SyntaxError, ValueError):
+        return []
+    out = []
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) or node.name.startswith("_"):
+            continue
+        lines = (ast.get_docstring(node) or "").strip().splitlines()
+        summary = lines[0].strip() if lines else ""
+        if SUMMARY_CHARS[0] <= len(summary) <= SUMMARY_CHARS[1]:
+            out.append(WRITE.format(signature=f"{node.name}({ast.unparse(node.args)})", summary=summary))
+    return out
+
+
 def snippet_prompts(tokenizer: Any, files: list[Path], count: int, seed: int) -> list[list[int]]:
-    """`count` prompts: a seeded draw of (file, snippet), each asked one of ASKS in turn."""
+    """`count` prompts, alternately a request about a snippet (a seeded draw of (file, snippet), each asked one of
+    ASKS in turn) and a request to write a function (a seeded draw of writing_tasks), while both last."""
     pool = [(path.stem, snippet) for path in files for snippet in snippets(path)]
+    tasks = [task for path in files for task in writing_tasks(path)]
     random.Random(seed).shuffle(pool)
-    return [
-        encode_text(tokenizer, ASKS[i % len(ASKS)].format(name=name, snippet=snippet))
-        for i, (name, snippet) in enumerate(pool[:count])
-    ]
+    random.Random(seed + 1).shuffle(tasks)
+    asks = [ASKS[i % len(ASKS)].format(name=name, snippet=snippet) for i, (name, snippet) in enumerate(pool)]
+    mixed = [prompt for pair in zip(asks, tasks, strict=False) for prompt in pair]
+    mixed += asks[len(tasks) :] + tasks[len(asks) :]
+    return [encode_text(tokenizer, prompt) for prompt in mixed[:count]]
 
 
 @torch.inference_mode()
