@@ -50,7 +50,13 @@ def test_train_then_load_then_compare_drafters(local_pair, cache, tmp_path, caps
     assert all(row["identical"] for row in doc["runs"])  # greedy: every drafter gives the target's text
     medusa = doc["summary"]["medusa"]
     assert medusa["prompts"] == 2 and medusa["speedup"] > 0
-    assert "mean accept len" in printed and "medusa" in printed
+    for name, summary in doc["summary"].items():  # position 1: the share of drafting rounds that kept a first token
+        rows = [r for r in doc["runs"] if r["drafter"] == name]
+        assert all(0 <= r["first_kept"] <= r["drafting_rounds"] <= r["rounds"] for r in rows)
+        drafting = sum(r["drafting_rounds"] for r in rows)
+        want = sum(r["first_kept"] for r in rows) / drafting if drafting else None
+        assert summary["position_1_acceptance"] == want
+    assert "mean accept len" in printed and "pos-1 rate" in printed and "medusa" in printed
 
 
 def test_compare_drafters_refuses_an_unknown_name_before_loading(capsys):

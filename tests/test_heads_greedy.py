@@ -171,6 +171,8 @@ def test_collected_data_is_kept_and_read_back_and_a_bad_file_is_collected_again(
     kept = sorted(f.name for f in path.parent.glob("data-*.safetensors"))
     assert len(kept) == heads_data.KEEP and path.name in kept and "data-old0.safetensors" not in kept
     assert heads_data.data_path(heads_data.data_key(other.target, settings)) != path
+    monkeypatch.setattr(heads_data, "PROMPT_RECIPE", heads_data.PROMPT_RECIPE + 1)  # answers to other prompts
+    assert heads_data.data_path(heads_data.data_key(pair.target, settings)) != path
 
 
 def test_a_batch_is_filled_in_proportion_to_what_each_list_still_needs():

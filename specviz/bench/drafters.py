@@ -1,10 +1,11 @@
 """python -m specviz bench --compare-drafters model,ngram,medusa: every drafter on the same prompts, one table.
 
-Per prompt: the target's prompt pass timed alone, the baseline once, then our speculative decoding once per
-drafter with the same settings (the order rotating from prompt to prompt). Metrics as vLLM names them:
-acceptance rate = accepted / drafted tokens; mean acceptance length = 1 + accepted / drafting rounds (tokens a
-round commits); draft cost = draft seconds per drafted token; speed-up = the baseline's decode seconds over the
-drafter's, summed over the prompts (decode: after the prompt pass).
+Per prompt: the target's prompt pass timed alone, the baseline once, then our speculative decoding once per drafter
+with the same settings (the order rotating from prompt to prompt). Metrics as vLLM names them: acceptance rate =
+accepted / drafted tokens; mean acceptance length = 1 + accepted / drafting rounds (tokens a round commits);
+position-1 acceptance = drafting rounds whose first position was kept (vLLM's per-position acceptance rate at 1: the
+first guess, which the heads' held-out top-1 measures off line); draft cost = draft seconds per drafted token;
+speed-up = the baseline's decode seconds over the drafter's, summed over the prompts (decode: after the prompt pass).
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ def compare_drafters(
                     "baseline_decode_seconds": max(base.seconds - prompt_pass, 1e-9),
                     "identical": run.token_ids == base.token_ids,
                     **{k: run.stats[k] for k in ("rounds", "drafted", "accepted", "draft_seconds", "verify_seconds")},
+                    **first_position(run.stats),
                 }
             )
         log(
@@ -86,8 +88,18 @@ def compare_drafters(
     }
 
 
+def first_position(stats: dict[str, Any]) -> dict[str, int]:
+    """Drafting rounds, and those whose first position was kept (its draft, or an alternative in its place)."""
+    pairs = list(zip(stats["drafted_per_round"], stats["accepted_per_round"], strict=True))
+    return {
+        "drafting_rounds": sum(drafted > 0 for drafted, _ in pairs),
+        "first_kept": sum(drafted > 0 and accepted > 0 for drafted, accepted in pairs),
+    }
+
+
 def summarize_drafter(rows: list[dict[str, Any]]) -> dict[str, Any]:
     drafted = sum(r["drafted"] for r in rows)
+    drafting = sum(r["drafting_rounds"] for r in rows)
     accepted = sum(r["accepted"] for r in rows)
     rounds = sum(r["rounds"] for r in rows)
     decode = sum(r["decode_seconds"] for r in rows)
@@ -95,6 +107,7 @@ def summarize_drafter(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "prompts": len(rows),
         "acceptance_rate": accepted / drafted if drafted else None,
         "mean_acceptance_length": 1 + accepted / rounds if rounds else None,
+        "position_1_acceptance": sum(r["first_kept"] for r in rows) / drafting if drafting else None,
         "draft_ms_per_token": 1000 * sum(r["draft_seconds"] for r in rows) / drafted if drafted else None,
         "speedup": sum(r["baseline_decode_seconds"] for r in rows) / decode if decode else None,
         "identical": all(r["identical"] for r in rows),
@@ -105,13 +118,23 @@ def format_drafter_table(doc: dict[str, Any]) -> str:
     def cell(value: float | None, spec: str) -> str:
         return "-" if value is None else format(value, spec)
 
-    head = ["drafter", "prompts", "accept rate", "mean accept len", "draft ms/token", "speed-up", "same text"]
+    head = [
+        "drafter",
+        "prompts",
+        "accept rate",
+        "mean accept len",
+        "pos-1 rate",
+        "draft ms/token",
+        "speed-up",
+        "same text",
+    ]
     rows = [
         [
             name,
             str(s["prompts"]),
             cell(s["acceptance_rate"], ".3f"),
             cell(s["mean_acceptance_length"], ".2f"),
+            cell(s.get("position_1_acceptance"), ".3f"),
             cell(s["draft_ms_per_token"], ".1f"),
             cell(s["speedup"], ".2f") + "x",
             ("yes" if s["identical"] else "NO") if doc["config"]["temperature"] == 0 else "-",
@@ -130,6 +153,7 @@ def format_drafter_table(doc: dict[str, Any]) -> str:
             *lines[1:],
             "",
             "accept rate = accepted / drafted tokens; mean accept len = 1 + accepted / rounds (tokens per round); "
+            "pos-1 rate = drafting rounds whose first position was kept; "
             "speed-up = the baseline's decode time / the drafter's, over all prompts.",
         ]
     )

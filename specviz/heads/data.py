@@ -21,6 +21,7 @@ from safetensors.torch import load_file, save_file
 
 from ..builtin import cache_root
 from .features import Features, TrainSettings
+from .greedy import PROMPT_RECIPE
 from .store import target_fingerprint
 
 FORMAT = "specviz-heads-data-1"
@@ -29,8 +30,11 @@ KEEP = 3  # collections kept on disk (about 90 MB each for 12,000 tokens of the 
 
 
 def data_key(model: Any, settings: TrainSettings) -> dict:
+    """What names a collection: the target, the settings that shape the data and, for greedy answers, the prompts'
+    recipe (answers to other prompts are other data under the same settings)."""
     collection = {k: v for k, v in asdict(settings).items() if k not in FIT_ONLY}
-    return {"format": FORMAT, "target": target_fingerprint(model), **collection}
+    recipe = {"prompts": PROMPT_RECIPE} if settings.data == "greedy" else {}
+    return {"format": FORMAT, "target": target_fingerprint(model), **collection, **recipe}
 
 
 def data_path(key: dict, root: Path | None = None) -> Path:

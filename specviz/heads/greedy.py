@@ -40,6 +40,7 @@ ASKS = (
     "Write a short usage example for this code from Python's `{name}` module:\n```python\n{snippet}\n```",
     "Rewrite this code from Python's `{name}` module with type hints:\n```python\n{snippet}\n```",
 )
+PROMPT_RECIPE = 2  # named in the data cache's key (heads/data.py): raise it whenever the prompts change
 WRITE = "Write a Python function `{signature}`. {summary}"
 SUMMARY_CHARS = (20, 200)  # a docstring's first line shorter than this says too little, a longer one is a paragraph
 SNIPPET_LINES = 10  # lines of code per prompt, starting at a def or class
