@@ -41,9 +41,10 @@ with right:
     )
     st.caption(
         "Both learn from the target itself (self-distillation): its own greedy answers to requests about code from "
-        "Python's standard library, the text it will later be asked to speed up. Medusa: sum of 0.8^k CE per head; "
-        "EAGLE: SmoothL1 on the feature + 0.1 CE against the target's whole next-token distribution (EAGLE's soft "
-        "labels). W_LM is cut to the tokens the answers use; q is 0 on the others."
+        "Python's standard library and requests to write such functions, the text it will later be asked to speed "
+        "up. Medusa: sum of 0.8^k CE per head; EAGLE: SmoothL1 on the feature + 0.1 CE against the target's whole "
+        "next-token distribution (EAGLE's soft labels), with noise on its input features, as it will read its own "
+        "imperfect ones when drafting. W_LM is cut to the tokens the answers use; q is 0 on the others."
     )
 
 settings = ui.settings()

@@ -33,6 +33,7 @@ from .train import (
 )
 
 CE_WEIGHT = 0.1  # EAGLE's weight of the token loss beside the feature regression
+FEATURE_NOISE = 0.5  # half-width of the uniform noise on the input features while training (EAGLE-1's augmentation)
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,11 @@ def fit_eagle(
         order = torch.randperm(count, generator=generator)
         for b in range(batches):
             index = order[b * batch : (b + 1) * batch]
-            parts = (data.embeds[index], data.inputs[index], data.targets[index], data.labels[index])
+            # Drafting feeds the head its own predicted features, which are off by a little: noisy inputs teach it
+            # to read those too (the targets stay the true features).
+            inputs = data.inputs[index]
+            noise = (torch.rand(inputs.shape, generator=generator) * 2 - 1) * FEATURE_NOISE
+            parts = (data.embeds[index], inputs + noise, data.targets[index], data.labels[index])
             loss, logits = eagle_loss(head, parts)
             optimiser.zero_grad()
             loss.backward()
