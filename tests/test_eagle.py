@@ -180,3 +180,35 @@ def test_the_token_loss_is_against_the_targets_whole_distribution():
     self_taught = -(log_q[0, :2].exp() * log_q[0, :2]).sum(-1).mean()  # a teacher from the prediction
     for wrong in (hard, self_taught):
         assert abs(float(soft - wrong)) > 0.01
+
+
+def test_training_adds_noise_to_the_input_features_only_within_a_width_that_scales_with_them(monkeypatch):
+    """EAGLE-1's augmentation: every batch's input features get uniform noise of half-width FEATURE_NOISE times the
+    features' standard deviation; the embeddings, the target features and the labels are the data's own."""
+    import specviz.heads.eagle_train as eagle_train
+
+    pair = tiny_pair(seed=15)
+    head = random_head(pair, keep=[0, 1, 2, 3])
+    hidden, count, length = pair.target.config.hidden_size, 6, 5
+    generator = torch.Generator().manual_seed(1)
+    real = eagle_train.eagle_loss
+    for scale in (1.0, 10.0):
+        data = eagle_train.Windows(
+            torch.randn(count, length, hidden, generator=generator),
+            scale * torch.randn(count, length, hidden, generator=generator),
+            torch.randn(count, length, hidden, generator=generator),
+            torch.zeros(count, length, dtype=torch.long),
+        )
+        seen = []
+        monkeypatch.setattr(eagle_train, "eagle_loss", lambda h, batch, seen=seen: seen.append(batch) or real(h, batch))
+        settings = TrainSettings(heads=1, epochs=2, learning_rate=1e-3)
+        eagle_train.fit_eagle(head, data, settings, lambda m, f: None, batch=3)
+        width = eagle_train.FEATURE_NOISE * float(data.inputs.std())
+        assert len(seen) == 4 and width > 0
+        for embeds, inputs, targets, labels in seen:
+            index = [next(i for i in range(count) if torch.equal(data.embeds[i], e)) for e in embeds]
+            torch.testing.assert_close(targets, data.targets[index])
+            assert torch.equal(labels, data.labels[index])
+            noise = inputs - data.inputs[index]
+            assert float(noise.abs().max()) <= width * (1 + 1e-5)
+            assert float(noise.abs().max()) > 0.9 * width  # uniform over the whole width, not a fraction of it

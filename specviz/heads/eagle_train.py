@@ -3,7 +3,8 @@
 For a chunk x_0..x_{n-1} with the target's features f_i and argmax guesses g_i (for x_{i+1}), input i
 (i = 0..n-2) is (emb(x_{i+1}), f_i) and the head must predict f_{i+1} (regression) and, through the frozen LM
 head, the target's next-token distribution p_{i+1} = softmax(W_lm[S] f_{i+1}), whose argmax is g_{i+1}:
-loss = SmoothL1(f^, f) + 0.1 CE(p, softmax(W_lm[S] f^)) (EAGLE's weights and soft labels). Chunks are cut into
+loss = SmoothL1(f^, f) + 0.1 CE(p, softmax(W_lm[S] f^)) (EAGLE's weights and soft labels), with uniform noise on the
+input features f_i (EAGLE-1's augmentation: drafting feeds the head its own, imperfect, features). Chunks are cut into
 windows of `window` tokens, a batch of windows per optimiser step; the head attends causally within its window.
 """
 
@@ -33,7 +34,9 @@ from .train import (
 )
 
 CE_WEIGHT = 0.1  # EAGLE's weight of the token loss beside the feature regression
-FEATURE_NOISE = 0.5  # half-width of the uniform noise on the input features while training (EAGLE-1's augmentation)
+# Half-width of the uniform noise on the input features while training (EAGLE-1's augmentation), as a share of the
+# features' standard deviation, so that it scales with the target (docs/DESIGN.md, "Draft heads": noisy features)
+FEATURE_NOISE = 0.133
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,7 @@ def fit_eagle(
     optimiser = torch.optim.AdamW(trainable, lr=settings.learning_rate)
     generator = torch.Generator().manual_seed(settings.seed)
     count = len(data.labels)
+    noise_width = FEATURE_NOISE * float(data.inputs.std())
     batches = max(1, -(-count // batch))
     steps: list[TrainStep] = []
     for epoch in range(settings.epochs):
@@ -116,7 +120,7 @@ def fit_eagle(
             # Drafting feeds the head its own predicted features, which are off by a little: noisy inputs teach it
             # to read those too (the targets stay the true features).
             inputs = data.inputs[index]
-            noise = (torch.rand(inputs.shape, generator=generator) * 2 - 1) * FEATURE_NOISE
+            noise = (torch.rand(inputs.shape, generator=generator) * 2 - 1) * noise_width
             parts = (data.embeds[index], inputs + noise, data.targets[index], data.labels[index])
             loss, logits = eagle_loss(head, parts)
             optimiser.zero_grad()
