@@ -35,7 +35,7 @@ from .train import (
 
 CE_WEIGHT = 0.1  # EAGLE's weight of the token loss beside the feature regression
 # Half-width of the uniform noise on the input features while training (EAGLE-1's augmentation), as a share of the
-# features' standard deviation, so that it scales with the target (docs/DESIGN.md, "Draft heads": noisy features)
+# features' standard deviation, so that it scales with the target (docs/DESIGN.md, "Draft heads: Medusa and EAGLE")
 FEATURE_NOISE = 0.133
 
 
