@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from specviz.heads import MedusaHeads
-from specviz.heads.greedy import greedy_features, greedy_rows, snippet_prompts, snippets, writing_tasks
+from specviz.heads.greedy import greedy_features, greedy_rows, snippets, training_prompts, writing_tasks
 from specviz.heads.train import IGNORE, TrainSettings, accuracy, split_files, train_medusa
 from specviz.tiny import tiny_pair
 
@@ -87,7 +87,7 @@ def test_prompts_ask_about_each_def_or_class_and_to_write_the_documented_functio
         for i in range(5)
     ]
     pair = tiny_pair(seed=4)
-    prompts = snippet_prompts(pair.tokenizer, [path], 10, seed=0)
+    prompts = training_prompts(pair.tokenizer, [path], 10, seed=0)
     text = [pair.tokenizer.decode(p) for p in prompts]
     assert len(text) == 10  # snippets and the 5 tasks, alternating, cut at 10
     asks, writes = text[0::2], text[1::2]
@@ -116,7 +116,7 @@ def test_medusa_trains_on_greedy_continuations(tmp_path):
     assert report.train_tokens >= 1200 and report.heldout_tokens >= 300
     assert steps[-1].loss < 0.8 * steps[0].loss
     _, heldout_files = split_files(files, settings.seed)
-    prompts = snippet_prompts(pair.tokenizer, heldout_files, 100, settings.seed)
+    prompts = training_prompts(pair.tokenizer, heldout_files, 100, settings.seed)
     heldout = greedy_features(pair.target, prompts, 2, 300, 40, 8, frozenset(), lambda m, f: None)
     untrained = MedusaHeads(heads.lm_rows.shape[1], 2, heads.lm_rows, heads.token_ids, width)
     before = accuracy(untrained, heldout, heads.token_ids, top=1)

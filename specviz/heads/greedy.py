@@ -77,7 +77,7 @@ def writing_tasks(path: Path) -> list[str]:
     return out
 
 
-def snippet_prompts(tokenizer: Any, files: list[Path], count: int, seed: int) -> list[list[int]]:
+def training_prompts(tokenizer: Any, files: list[Path], count: int, seed: int) -> list[list[int]]:
     """`count` prompts, alternately a request about a snippet (a seeded draw of (file, snippet), each asked one of
     ASKS in turn) and a request to write a function (a seeded draw of writing_tasks), while both last."""
     pool = [(path.stem, snippet) for path in files for snippet in snippets(path)]

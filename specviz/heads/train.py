@@ -25,7 +25,7 @@ from ..errors import UserError
 from ..progress import Progress
 from .data import data_key, data_path, load_data, save_data
 from .features import IGNORE, Features, TrainSettings
-from .greedy import greedy_split, snippet_prompts
+from .greedy import greedy_split, training_prompts
 from .medusa import MEDUSA_DECAY, MedusaHeads
 
 
@@ -257,7 +257,7 @@ def collect_greedy(
     budgets = (settings.train_tokens, settings.heldout_tokens)
     prompts = []
     for name, chosen, tokens in zip(("training", "held-out"), files, budgets, strict=True):
-        asked = snippet_prompts(tokenizer, chosen, -(-3 * tokens // settings.new_tokens) + 2, settings.seed)
+        asked = training_prompts(tokenizer, chosen, -(-3 * tokens // settings.new_tokens) + 2, settings.seed)
         if not asked:
             raise TrainError(f"no def or class to ask about among {len(chosen)} files ({name})")
         prompts.append(asked)
