@@ -33,6 +33,12 @@ class Decision:
     alternative: int | None = None  # index of the kept alternative
     alternative_u: list[float | None] = field(default_factory=list)  # per checked alternative
     alternative_ratios: list[float] = field(default_factory=list)
+    # A tree draft (tree.py): the off-chain nodes kept, in path order; (ratio, u) of each off-chain node checked;
+    # whether the walk ended in a correction; the row of q whose residual it was drawn from.
+    tree_path: tuple[int, ...] = ()
+    tree_checks: dict[int, tuple[float, float | None]] = field(default_factory=dict)
+    tree_corrected: bool = False
+    q_row: int | None = None
 
     @property
     def n_accepted(self) -> int:
@@ -40,7 +46,10 @@ class Decision:
 
     @property
     def corrected(self) -> bool:
-        """The next token replaces a rejected draft (else it is a bonus, after all drafts or a kept alternative)."""
+        """The next token replaces a rejected draft (else it is a bonus, after all drafts, a kept alternative or the
+        last node of a tree path)."""
+        if self.tree_path:
+            return self.tree_corrected
         return self.rejection_index is not None and self.alternative is None
 
     @property

@@ -72,7 +72,8 @@ def add_config_arguments(parser: argparse.ArgumentParser, defaults: SpecConfig |
         type=int,
         default=defaults.alternatives,
         help="model drafter: other candidates for the last draft token, verified in the same "
-        "target forward when the draft is unsure of it (0 = off)",
+        "target forward when the draft is unsure of it; medusa and eagle: other candidates per drafted "
+        "position, as a token tree (0 = off)",
     )
     parser.add_argument(
         "--draft-confidence",

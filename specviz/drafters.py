@@ -21,12 +21,22 @@ from .sampling import probabilities, sample
 
 
 @dataclass(frozen=True)
+class TreeNode:
+    """An off-chain candidate of a tree draft (tree.py): its token and its parent node (-1: the root, the newest
+    committed token; 0..n-1: the chain's d_1..d_n; n + j: the draft's tree[j], always before this one)."""
+
+    token: int
+    parent: int
+
+
+@dataclass(frozen=True)
 class Draft:
     ids: list[int]
     q: torch.Tensor | None  # [len(ids), V] draft probabilities; None for a point-mass drafter
     forwards: int  # model forward passes spent
     from_lookahead: tuple[bool, ...] = ()  # per token: its q row came from a forward over lookup guesses
     source: str = ""  # who drafted, for drafters that choose: "traffic", "model" or "both" (traffic.py)
+    tree: tuple[TreeNode, ...] = ()  # off-chain candidates (draft heads): a node at depth k is drawn from q[k - 1]
 
 
 class Drafter(Protocol):

@@ -6,9 +6,11 @@ q = draft, gamma = draft length, x = the committed tokens.
 
 One round (see docs/DESIGN.md, "The engine"):
   1. draft   d_i ~ q_i = transform(draft logits | x, d_<i),  i = 1..n <= gamma  (drafters.py; alternatives
-             c_1..c_k to d_n when the draft is unsure of it, acceptance.pick_alternatives)
-  2. verify  one target forward over [x_last, d_1..d_n] (and the c_m: a small token tree) gives p_1..p_{n+1}
-  3. accept  a prefix of the draft, then a correction or a bonus token (acceptance.verify)
+             c_1..c_k to d_n when the draft is unsure of it, acceptance.pick_alternatives; the draft heads'
+             own token tree, tree.py)
+  2. verify  one target forward over [x_last, d_1..d_n] (and the c_m or the tree's nodes, each seeing its own
+             path) gives p_1..p_{n+1} and a row after each off-chain candidate
+  3. accept  a prefix of the draft, then a correction or a bonus token (acceptance.verify; tree.verify_tree)
   4. commit  the kept tokens, and roll both KV caches back to them (DynamicCache.crop)
 gamma per round comes from a schedule (schedule.py); events are built beside the round (recording.py).
 """
@@ -35,6 +37,7 @@ from .schedule import AUTO_CONFIDENCE, AutoSchedule, RoundCost, draft_confidence
 from .suffix import TrafficStore
 from .trace import Event, FinishReason, RoundEvent, RunSummary, TokenEvent, TokenProb
 from .traffic import ControllerDrafter, TrafficDrafter, traffic_store
+from .tree import verify_tree
 
 __all__ = [
     "AUTO_CONFIDENCE",
@@ -87,7 +90,8 @@ def make_drafter(
         from .heads import EagleDrafter, MedusaDrafter, heads_for  # torch modules of their own: only when used
 
         drafter = EagleDrafter if config.drafter == "eagle" else MedusaDrafter
-        return drafter(heads_for(pair.target, width, config.drafter), target, pair.eos_ids)
+        tree_width = 1 + config.alternatives if target.can_branch else 1  # candidates per position
+        return drafter(heads_for(pair.target, width, config.drafter), target, pair.eos_ids, tree_width=tree_width)
     if pair.draft is None:
         raise EngineError("this pair has no draft model: choose the n-gram or traffic drafter, or load a draft model")
     model = ModelDrafter(
@@ -193,7 +197,7 @@ def start_run(
 
 def draft_phase(run: Run, length: int) -> tuple[Draft, list[int]]:
     """1. d_i ~ q_i, i = 1..n <= length (the drafter stops early at low confidence or end of sequence), and
-    alternatives c_1..c_k for d_n (checked only if d_n is rejected)."""
+    alternatives c_1..c_k for d_n (checked only if d_n is rejected); draft heads hedge with a tree of their own."""
     if length <= 0:
         return Draft([], None, 0), []
     draft = run.drafter.propose(
@@ -206,7 +210,7 @@ def draft_phase(run: Run, length: int) -> tuple[Draft, list[int]]:
     )
     alternatives = pick_alternatives(
         draft,
-        count=run.config.alternatives if run.branching else 0,
+        count=run.config.alternatives if run.branching and run.config.drafter not in HEAD_DRAFTERS else 0,
         confidence=run.confidence,
         generator=run.generator,
         greedy=run.config.greedy,
@@ -215,10 +219,16 @@ def draft_phase(run: Run, length: int) -> tuple[Draft, list[int]]:
 
 
 def verify_phase(run: Run, draft: Draft, alternatives: list[int]) -> tuple[torch.Tensor, Decision]:
-    """2. One target forward over [pending x, d_1..d_n] and the distinct siblings of d_n gives p_1..p_{n+1}, then
-    one row after each sibling; 3. accept a prefix of the draft, then a correction or a bonus token."""
+    """2. One target forward over [pending x, d_1..d_n] and the distinct siblings of d_n (or a tree draft's nodes)
+    gives p_1..p_{n+1}, then one row after each; 3. accept a prefix of the draft (or a path down the tree), then a
+    correction or a bonus token."""
     n = len(draft.ids)
-    chain = run.target.pending(run.committed) + draft.ids
+    pending = run.target.pending(run.committed)
+    chain = pending + draft.ids
+    if draft.tree:  # node i (-1: the root) is fed at len(pending) + i, so each parent index shifts by as much
+        nodes = [(node.token, node.parent + len(pending)) for node in draft.tree]
+        p = probabilities(run.target.feed_tree(chain, nodes, chain_rows=n + 1), run.warpers)
+        return p, verify_tree(p, draft, generator=run.generator, greedy=run.config.greedy)
     siblings = list(dict.fromkeys(t for t in alternatives if t != draft.ids[-1]))  # fed once each
     p = probabilities(run.target.feed_branches(chain, siblings, chain_rows=n + 1), run.warpers)
     rows = {token: n + 1 + i for i, token in enumerate(siblings)}

@@ -48,6 +48,21 @@ class DraftedToken:
 
 
 @dataclass(frozen=True)
+class TreeToken:
+    """An off-chain candidate of a tree draft (draft heads, specviz/tree.py), checked only if the walk reaches its
+    parent: -1 the root (the newest committed token), 0..n-1 the drafted d_1..d_n, n + j the round's tree[j]."""
+
+    id: int
+    text: str
+    q: float  # q_k of its token, k its depth
+    p: float  # the target's probability of it after its parent
+    ratio: float  # min(1, r/q), r being what the refusals of earlier siblings left of p (p itself when unchecked)
+    u: float | None  # None in greedy mode, or unchecked
+    verdict: Verdict
+    parent: int
+
+
+@dataclass(frozen=True)
 class RoundEvent:
     index: int  # 0-based round number
     position: int  # new tokens committed before this round
@@ -78,15 +93,23 @@ class RoundEvent:
     # The controller's choice this round (traffic.ControllerDrafter): its traffic drafter, the draft model, or both
     # (the model continuing the traffic draft); "traffic" for the traffic drafter; "" for the other drafters.
     draft_source: DraftSource = ""
+    # A tree draft's off-chain candidates (draft heads with alternatives): the accepted ones form the path the walk
+    # took after leaving the chain, each appended in turn; then the next token follows the last of them.
+    tree: tuple[TreeToken, ...] = ()
 
     @property
     def kept_alternative(self) -> DraftedToken | None:
         return next((a for a in self.alternatives if a.verdict == "accepted"), None)
 
     @property
+    def tree_path(self) -> tuple[TreeToken, ...]:
+        """The off-chain nodes kept, root side first."""
+        return tuple(t for t in self.tree if t.verdict == "accepted")
+
+    @property
     def chain_accepted(self) -> int:
-        """Drafted tokens accepted in their own place (n_accepted without a kept alternative)."""
-        return self.n_accepted - (self.kept_alternative is not None)
+        """Drafted tokens accepted in their own place (n_accepted without a kept alternative or tree path)."""
+        return self.n_accepted - (self.kept_alternative is not None) - len(self.tree_path)
 
 
 @dataclass(frozen=True)

@@ -120,10 +120,12 @@ class CachedModel:
     # embedding row and are read as token 0. q may condition on anything without breaking exactness, and `ids`
     # keeps the true ids, so rollback still compares the committed text. None: every id must have a row.
     embedding_rows: int | None = None
-    # Set for a target that feeds draft heads (Medusa): every forward also keeps the final hidden states (after
-    # the last norm) of the tokens it fed, by (position, token), until the next forward. Runs eagerly.
+    # Set for a target that feeds draft heads (Medusa, EAGLE): every forward also keeps the final hidden states
+    # (after the last norm) of the tokens it fed, until the next forward (state_at). Runs eagerly.
     keep_hidden: bool = False
-    hidden: dict[tuple[int, int], torch.Tensor] = field(default_factory=dict, repr=False)
+    hidden: torch.Tensor | None = field(default=None, repr=False)  # [fed, H]
+    fed: list[tuple[int, int, int]] = field(default_factory=list, repr=False)  # (position, token, parent) per row
+    fed_at: dict[int, list[int]] = field(default_factory=dict, repr=False)  # position -> its rows in `fed`
 
     def __post_init__(self) -> None:
         decoder = compiled_decoder(self.model)
@@ -169,56 +171,96 @@ class CachedModel:
     def feed_branches(self, chain: list[int], siblings: list[int], chain_rows: int = 1) -> torch.Tensor:
         """One forward over a small token tree: `chain` appended as usual, plus `siblings`, alternatives to
         chain[-1] (same position, same context chain[:-1]). Returns [chain_rows + len(siblings), V] logits: the
-        rows of the last `chain_rows` chain tokens, then one row per sibling (the distribution after it).
+        rows of the last `chain_rows` chain tokens, then one row per sibling (the distribution after it)."""
+        return self.feed_tree(chain, [(token, len(chain) - 2) for token in siblings], chain_rows)
 
-        A custom 4D mask lets each sibling see the cache, chain[:-1] and itself only; position ids put it at
-        chain[-1]'s position. The siblings' keys and values are cropped right after the forward, so the cache
-        holds the chain only (a sibling the target keeps is fed again next round, as any pending token is).
+    @torch.inference_mode()
+    def feed_tree(self, chain: list[int], nodes: list[tuple[int, int]], chain_rows: int = 1) -> torch.Tensor:
+        """One forward over a token tree: `chain` appended as usual, plus `nodes`, each (token, parent) with parent
+        an index into chain + nodes before it. Returns [chain_rows + len(nodes), V] logits: the rows of the last
+        `chain_rows` chain tokens, then one row per node (the distribution after it).
+
+        A custom 4D mask lets each node see the cache, its ancestors and itself only; position ids put it one
+        after its parent. The nodes' keys and values are cropped right after the forward, so the cache holds the
+        chain only (a node the target keeps is fed again next round, as any pending token is).
         """
-        if not siblings:
+        if not nodes:
             return self.feed(chain, logits_to_keep=chain_rows)
-        past, n, k = self.length, len(chain), len(siblings)
+        past, n, k = self.length, len(chain), len(nodes)
         device = self.model.device
-        input_ids = self._input_ids(chain + siblings)
-        positions = torch.tensor([list(range(past, past + n)) + [past + n - 1] * k], device=device)
-        allowed = torch.ones(n + k, past + n + k, dtype=torch.bool, device=device)
+        parents = list(range(-1, n - 1)) + [parent for _, parent in nodes]
+        if any(not 0 <= parent < n + j for j, (_, parent) in enumerate(nodes)):
+            raise ValueError("a tree node's parent must be a chain token or a node before it")
+        positions = list(range(past, past + n))
+        allowed = torch.zeros(n + k, past + n + k, dtype=torch.bool, device=device)
+        allowed[:, :past] = True  # everything sees the cache
         allowed[:n, past : past + n] = torch.ones(n, n, dtype=torch.bool, device=device).tril()  # the chain: causal
-        allowed[:n, past + n :] = False  # nothing sees a sibling ...
-        allowed[n:, past + n - 1 :] = False  # ... a sibling sees neither chain[-1]
-        allowed[n:, past + n :] = torch.eye(k, dtype=torch.bool, device=device)  # nor other siblings, only itself
+        for j in range(n, n + k):  # a node sees itself and its ancestors
+            positions.append(positions[parents[j]] + 1)
+            ancestor = j
+            while ancestor >= 0:
+                allowed[j, past + ancestor] = True
+                ancestor = parents[ancestor]
         mask = allowed[None, None]
         if self.model.config._attn_implementation == "eager":  # eager attention adds the mask to its scores
             dtype = self.model.dtype
             mask = torch.zeros(mask.shape, dtype=dtype, device=device).masked_fill(~mask, torch.finfo(dtype).min)
+        fed = chain + [token for token, _ in nodes]
         logits = self._forward(
-            chain + siblings,
-            positions[0].tolist(),
+            fed,
+            positions,
             chain_rows + k,
-            input_ids=input_ids,
+            parents=parents,
+            input_ids=self._input_ids(fed),
             attention_mask=mask,
-            position_ids=positions,
+            position_ids=torch.tensor([positions], device=device),
         )
-        self.ids.extend(chain + siblings)
+        self.ids.extend(fed)
         self.truncate(past + n)
         return fit_width(logits, self.vocab_width)
 
-    def _forward(self, fed: list[int], positions: list[int], logits_to_keep: int, **inputs) -> torch.Tensor:
+    def _forward(
+        self, fed: list[int], positions: list[int], logits_to_keep: int, parents: list[int] | None = None, **inputs
+    ) -> torch.Tensor:
         """One eager forward: [logits_to_keep, V] logits. With keep_hidden it runs as the causal LM's own forward
-        does (base model, then the LM head on the kept rows) and remembers each fed token's final hidden state."""
+        does (base model, then the LM head on the kept rows) and remembers each fed token's final hidden state,
+        with its position and its parent among the fed tokens (-1: the cache), for state_at."""
         if not self.keep_hidden:
             return self.model(**inputs, cache=self.cache, use_cache=True, logits_to_keep=logits_to_keep).logits[0]
         states = self.model.base_model(**inputs, cache=self.cache, use_cache=True).last_hidden_state[0]
-        self.hidden = {
-            (position, token): states[i] for i, (position, token) in enumerate(zip(positions, fed, strict=True))
-        }
+        self.hidden = states
+        self.fed = [
+            (position, token, parent)
+            for position, token, parent in zip(positions, fed, parents or range(-1, len(fed) - 1), strict=True)
+        ]
+        self.fed_at = {}
+        for i, position in enumerate(positions):
+            self.fed_at.setdefault(position, []).append(i)
         return self.model.get_output_embeddings()(states[-logits_to_keep:])
+
+    def state_at(self, committed: list[int], position: int) -> torch.Tensor | None:
+        """The target's final hidden state after committed[position], if the last forward fed that token in that
+        context (a tree forward may have fed the same token at the same position after different parents)."""
+        for i in self.fed_at.get(position, ()):
+            if self.fed[i][1] == committed[position] and self._on_path(i, committed):
+                return self.hidden[i]
+        return None
+
+    def _on_path(self, index: int, committed: list[int]) -> bool:
+        """The fed token `index` and its fed ancestors are the committed tokens at their positions."""
+        while index >= 0:
+            position, token, parent = self.fed[index]
+            if position >= len(committed) or committed[position] != token:
+                return False
+            index = parent
+        return True
 
     def hidden_before(self, committed: list[int]) -> torch.Tensor | None:
         """The target's final hidden state at the second-newest committed token (it predicted the newest one), if
         the last forward fed it: what Medusa's heads read to guess the tokens after the newest."""
         if len(committed) < 2:
             return None
-        return self.hidden.get((len(committed) - 2, committed[-2]))
+        return self.state_at(committed, len(committed) - 2)
 
     def rollback(self, committed: list[int]) -> None:
         """Keep the longest prefix of the cache that agrees with the committed tokens (DynamicCache.crop),

@@ -12,7 +12,18 @@ import torch
 from .acceptance import Decision
 from .drafters import Draft
 from .sampling import acceptance_ratio
-from .trace import DraftedToken, FinishReason, Method, RoundEvent, RunSummary, TokenEvent, TokenProb, decode_rate
+from .trace import (
+    DraftedToken,
+    FinishReason,
+    Method,
+    RoundEvent,
+    RunSummary,
+    TokenEvent,
+    TokenProb,
+    TreeToken,
+    decode_rate,
+)
+from .tree import depths
 
 TokenText = Callable[[int], str]
 
@@ -47,6 +58,9 @@ def round_event(done: Round, *, index: int, elapsed: float, record_top: int, tex
     decision, draft, p = done.decision, done.draft, done.p
     at = decision.rejection_index if decision.corrected else decision.next_row  # where the next token came from
     corrected = decision.corrected
+    if draft.tree:  # the walk may have ended off the chain: its own rows
+        at = decision.next_row
+    q_at = decision.q_row if decision.q_row is not None else at
     return RoundEvent(
         index=index,
         position=done.position,
@@ -57,7 +71,7 @@ def round_event(done: Round, *, index: int, elapsed: float, record_top: int, tex
         next_token=TokenProb(decision.next_token, text(decision.next_token), decision.next_prob),
         next_source="resampled" if corrected else "bonus",
         top_p=_top(p[at], record_top, text),
-        top_q=_top(draft.q[at], record_top, text) if corrected and draft.q is not None else (),
+        top_q=_top(draft.q[q_at], record_top, text) if corrected and draft.q is not None else (),
         top_residual=_top(decision.residual_row, record_top, text) if corrected else (),
         appended=tuple(done.appended),
         target_cache_before=done.caches_before.target,
@@ -70,6 +84,7 @@ def round_event(done: Round, *, index: int, elapsed: float, record_top: int, tex
         elapsed=elapsed,
         alternatives=_branch(done, text),
         draft_source=draft.source,
+        tree=_tree(done, text),
     )
 
 
@@ -117,6 +132,19 @@ def _branch(done: Round, text: TokenText) -> tuple[DraftedToken, ...]:
             )
         )
     return tuple(branch)
+
+
+def _tree(done: Round, text: TokenText) -> tuple[TreeToken, ...]:
+    """A tree draft's off-chain nodes with p after their parent and q at their depth (tree.py's numbering)."""
+    draft, decision = done.draft, done.decision
+    n = len(draft.ids)
+    nodes = []
+    for j, (node, depth) in enumerate(zip(draft.tree, depths(n, draft.tree), strict=True)):
+        p_of, q_of = float(done.p[node.parent + 1, node.token]), float(draft.q[depth - 1, node.token])
+        ratio, u = decision.tree_checks.get(j, (float(acceptance_ratio(torch.tensor(p_of), torch.tensor(q_of))), None))
+        verdict = "accepted" if j in decision.tree_path else ("rejected" if j in decision.tree_checks else "unchecked")
+        nodes.append(TreeToken(node.token, text(node.token), q_of, p_of, ratio, u, verdict, node.parent))
+    return tuple(nodes)
 
 
 def _top(probs: torch.Tensor, k: int, text: TokenText) -> tuple[TokenProb, ...]:

@@ -25,6 +25,7 @@ from .events import (  # noqa: F401 - the events are read and written here, and 
     TokenEvent,
     TokenProb,
     Trace,
+    TreeToken,
     Verdict,
     decode_rate,
 )
@@ -44,19 +45,17 @@ _SECONDS = Float(0.0, check.MAX_SECONDS)
 _COUNT = Int(0, MAX_NEW_TOKENS_LIMIT * GAMMA_LIMIT)
 _TOKEN = Record(TokenProb, {"id": _ID, "text": Str(check.MAX_TOKEN_CHARS), "prob": _PROB})
 _TOP = Many(_TOKEN, check.MAX_TOP)
-_DRAFTED = Record(
-    DraftedToken,
-    {
-        "id": _ID,
-        "text": Str(check.MAX_TOKEN_CHARS),
-        "q": _PROB,
-        "p": _PROB,
-        "ratio": _UNIT,
-        "u": Optional(_UNIT),
-        "verdict": Choice(get_args(Verdict)),
-        "from_lookahead": Bool(),
-    },
-)
+_CANDIDATE = {  # a drafted token, an alternative or a tree node
+    "id": _ID,
+    "text": Str(check.MAX_TOKEN_CHARS),
+    "q": _PROB,
+    "p": _PROB,
+    "ratio": _UNIT,
+    "u": Optional(_UNIT),
+    "verdict": Choice(get_args(Verdict)),
+}
+_DRAFTED = Record(DraftedToken, {**_CANDIDATE, "from_lookahead": Bool()})
+_TREE = Record(TreeToken, {**_CANDIDATE, "parent": Int(-1, GAMMA_LIMIT * (MAX_ALTERNATIVES + 1))})
 _CACHE = Int(0, check.MAX_CACHE)
 _ROUND = Record(
     RoundEvent,
@@ -84,6 +83,7 @@ _ROUND = Record(
         "bookkeeping_seconds": _SECONDS,
         "alternatives": Many(_DRAFTED, MAX_ALTERNATIVES),
         "draft_source": Choice(get_args(DraftSource)),
+        "tree": Many(_TREE, GAMMA_LIMIT * MAX_ALTERNATIVES),
     },
 )
 _STEP = Record(

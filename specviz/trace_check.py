@@ -16,6 +16,8 @@ from typing import Any
 
 from .config import GAMMA_LIMIT, MAX_NEW_TOKENS_LIMIT, RECORD_TOP_LIMIT
 from .events import RoundEvent, RunSummary, Trace
+from .trace_refused import Refused, expect, show
+from .trace_tree import off_chain
 
 # Caps: generous for any real run (the engine's own limits, or several times runs.py's), small enough that a
 # view of the largest trace stays cheap.
@@ -38,25 +40,6 @@ PROB_SLACK = 1e-6  # float32 rounding can put a probability a hair above 1
 
 MODELLESS = ("ngram", "traffic", "medusa")  # drafters without a cache of their own
 CHOOSING = {"traffic": ("traffic",), "controller": ("traffic", "model", "both")}  # drafters that name a source
-
-
-class Refused(ValueError):
-    """Why a trace file is refused, in one line that names the field."""
-
-
-def expect(condition: bool, message: str) -> None:
-    if not condition:
-        raise Refused(message)
-
-
-def show(value: Any) -> str:
-    """A value for a message: short, and never a container's contents (they may be huge or deeply nested)."""
-    if isinstance(value, (dict, list)):
-        return "an object" if isinstance(value, dict) else "an array"
-    if value is None or isinstance(value, bool):
-        return json.dumps(value)
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 # --- parsing ----------------------------------------------------------------------------------------------
@@ -284,6 +267,7 @@ def _id_lists(trace: Trace) -> Iterator[tuple[str, Sequence[int]]]:
     for i, r in enumerate(trace.rounds):
         yield f"rounds[{i}].drafted", [d.id for d in r.drafted]
         yield f"rounds[{i}].alternatives", [a.id for a in r.alternatives]
+        yield f"rounds[{i}].tree", [t.id for t in r.tree]
         yield f"rounds[{i}].next_token", [r.next_token.id]
         for name in ("top_p", "top_q", "top_residual"):
             yield f"rounds[{i}].{name}", [t.id for t in getattr(r, name)]
@@ -325,7 +309,8 @@ def _check_rounds(trace: Trace) -> None:
 def _check_caches(r: RoundEvent, where: str, before: tuple[int, int], committed: int, drafter: str) -> None:
     """Each round starts from the caches the last one left. After it, the target's cache holds the committed tokens
     but the newest (the next forward feeds it again), or one fewer where a kept alternative replaced the draft it
-    had cached; the draft's holds at most as many (none for the n-gram drafter, fewer after a plain step)."""
+    had cached, or as many fewer as a kept tree path has nodes; the draft's holds at most as many (none for the
+    n-gram drafter, fewer after a plain step)."""
     expect(
         r.target_cache_before == before[0],
         f"{where}.target_cache_before is {r.target_cache_before}; the round before left {before[0]}",
@@ -334,10 +319,11 @@ def _check_caches(r: RoundEvent, where: str, before: tuple[int, int], committed:
         r.draft_cache_before == before[1],
         f"{where}.draft_cache_before is {r.draft_cache_before}; the round before left {before[1]}",
     )
+    fewest = committed - 1 - max(1, len(r.tree_path))
     expect(
-        committed - 2 <= r.target_cache_after <= committed - 1,
+        fewest <= r.target_cache_after <= committed - 1,
         f"{where}.target_cache_after is {r.target_cache_after}; with {committed} tokens committed it is "
-        f"{committed - 2} or {committed - 1}",
+        f"{fewest} to {committed - 1}",
     )
     most = 0 if drafter in MODELLESS else committed - 1
     expect(r.draft_cache_after <= most, f"{where}.draft_cache_after is {r.draft_cache_after}; at most {most} here")
@@ -361,12 +347,11 @@ def _check_round(r: RoundEvent, config: Any, where: str) -> bool:
         [d.verdict for d in r.drafted] == expected,
         f"{where}.drafted: the verdicts disagree with rejection_index {r.rejection_index}",
     )
-    kept = _kept_alternative(r, config.alternatives, where)
+    extra, bonus = off_chain(r, config, where)
     expect(
-        r.n_accepted == rejection + (kept is not None),
-        f"{where}.n_accepted is {r.n_accepted}; its verdicts give {rejection + (kept is not None)}",
+        r.n_accepted == rejection + len(extra),
+        f"{where}.n_accepted is {r.n_accepted}; its verdicts give {rejection + len(extra)}",
     )
-    bonus = r.rejection_index is None or kept is not None
     expect(
         r.next_source == ("bonus" if bonus else "resampled"),
         f"{where}.next_source is {r.next_source!r}, but the verdicts make the next token a "
@@ -388,10 +373,11 @@ def _check_round(r: RoundEvent, config: Any, where: str) -> bool:
     )
     _check_draws(r.drafted, config.greedy, f"{where}.drafted")
     _check_draws(r.alternatives, config.greedy, f"{where}.alternatives")
-    full = [d.id for d in r.drafted[:rejection]] + ([kept.id] if kept else []) + [r.next_token.id]
+    _check_draws(r.tree, config.greedy, f"{where}.tree")
+    full = [d.id for d in r.drafted[:rejection]] + extra + [r.next_token.id]
     expect(
         list(r.appended) == full[: len(r.appended)],
-        f"{where}.appended is not the accepted drafts, then any kept alternative, then next_token",
+        f"{where}.appended is not the accepted drafts, then any kept alternative or tree path, then next_token",
     )
     return len(r.appended) < len(full)
 
@@ -406,26 +392,6 @@ def _check_source(r: RoundEvent, drafter: str, where: str) -> bool:
         f"drafter (it names {' or '.join(map(repr, allowed)) or 'no source'})",
     )
     return drafter == "model" or r.draft_source in ("model", "both")
-
-
-def _kept_alternative(r: RoundEvent, allowed: int, where: str) -> Any:
-    """Alternatives are checked, in order, only when the last draft was rejected, until one is kept."""
-    alternatives = r.alternatives
-    expect(
-        len(alternatives) <= allowed and (r.drafted or not alternatives),
-        f"{where}.alternatives has {len(alternatives)}, for {len(r.drafted)} drafted and the settings' {allowed}",
-    )
-    verdicts = [a.verdict for a in alternatives]
-    kept = verdicts.index("accepted") if "accepted" in verdicts else None
-    last_rejected = r.drafted and r.rejection_index == len(r.drafted) - 1
-    if not last_rejected:
-        expected = ["unchecked"] * len(verdicts)
-    elif kept is None:
-        expected = ["rejected"] * len(verdicts)
-    else:
-        expected = ["rejected"] * kept + ["accepted"] + ["unchecked"] * (len(verdicts) - kept - 1)
-    expect(verdicts == expected, f"{where}.alternatives: the verdicts are not in the order they are checked")
-    return None if kept is None else alternatives[kept]
 
 
 def _check_draws(tokens: Sequence[Any], greedy: bool, where: str) -> None:

@@ -104,6 +104,18 @@ def test_train_in_the_app_then_draft_with_the_heads(app, tmp_path, monkeypatch, 
     assert trace.baseline_summary.token_ids == trace.summary.token_ids  # greedy: the target's own text
     assert ("Medusa" if kind == "medusa" else "EAGLE") in html_of(app)
 
+    app.slider(key="cfg.alternatives").set_value(3).run()  # the heads' token tree, drawn on Step through
+    app.button(key="step.run").click().run()
+    job = finish(app, "step")
+    assert job.state == "done", job.error
+    trace = state(app, "step").trace
+    assert trace.baseline_summary.token_ids == trace.summary.token_ids
+    with_tree = next(r for r in trace.rounds if r.tree)
+    app.slider(key="step.slider").set_value(with_tree.index + 1).run()
+    page = html_of(app)
+    assert 'class="sv-tree"' in page and "off the chain, checked in one target forward" in page
+    assert "candidates off the chain" in " ".join(m.value for m in app.markdown) or with_tree.rejection_index is None
+
 
 def test_medusa_without_trained_heads_says_where_to_train(app, tmp_path, monkeypatch):  # noqa: F811
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "empty"))

@@ -41,10 +41,11 @@ def test_kept_hidden_states_are_the_final_ones_and_the_logits_unchanged():
     torch.testing.assert_close(kept.feed(ids[:4], logits_to_keep=2), plain.feed(ids[:4], logits_to_keep=2))
     torch.testing.assert_close(kept.feed(ids[4:], logits_to_keep=2), plain.feed(ids[4:], logits_to_keep=2))
     states = MODEL(torch.tensor([ids]), output_hidden_states=True).hidden_states[-1][0]
-    assert sorted(kept.hidden) == [(4, 2), (5, 6)]  # only the last forward's tokens, by (position, token)
-    for (position, _), state in kept.hidden.items():
-        torch.testing.assert_close(state, states[position], atol=1e-5, rtol=1e-4)
-    assert kept.hidden_before(ids) is kept.hidden[(4, 2)]  # the state that predicted the newest token
+    assert kept.fed == [(4, 2, -1), (5, 6, 0)]  # only the last forward's tokens: (position, token, parent)
+    for position in (4, 5):
+        torch.testing.assert_close(kept.state_at(ids, position), states[position], atol=1e-5, rtol=1e-4)
+    assert kept.state_at(ids, 3) is None and kept.state_at(ids[:4] + [7, 6], 5) is None  # not fed, or another path
+    assert torch.equal(kept.hidden_before(ids), kept.state_at(ids, 4))  # the state that predicted the newest token
 
 
 def test_the_compiled_cache_holds_the_longest_run_the_app_allows():

@@ -21,6 +21,7 @@ from transformers import DynamicCache, LogitsProcessorList, Qwen2Config, Qwen2Mo
 from ..drafters import Draft
 from ..kvcache import CachedModel
 from ..sampling import probabilities, sample
+from ..tree import build_tree
 
 EAGLE_INTERMEDIATE = 2048  # the head's MLP width (the target's own is 8960 for the built-in pair)
 
@@ -77,12 +78,15 @@ class EagleDrafter:
 
     name = "eagle"
 
-    def __init__(self, head: EagleHead, target: CachedModel, stop_ids: frozenset[int] = frozenset()):
+    def __init__(
+        self, head: EagleHead, target: CachedModel, stop_ids: frozenset[int] = frozenset(), tree_width: int = 1
+    ):
         if not target.keep_hidden:
             raise ValueError("the EAGLE head reads the target's hidden states: make its CachedModel with keep_hidden")
         self.head = head
         self.target = target
         self.stop_ids = stop_ids
+        self.tree_width = tree_width  # candidates per position; above 1, the draft is a token tree (tree.py)
         self.embedding = target.model.get_input_embeddings()
         self.cache = DynamicCache()
         self.entries: list[int] = []  # entry t (0-based): the token x_{t+2} fed with the true feature f_{t+1}
@@ -104,7 +108,7 @@ class EagleDrafter:
         start, end = len(self.entries), len(committed) - 1
         if start >= end:
             return
-        features = [self.target.hidden.get((t, committed[t])) for t in range(start, end)]
+        features = [self.target.state_at(committed, t) for t in range(start, end)]
         if any(f is None for f in features):  # not from the last forward (cannot happen in the engine's order)
             self.cache, self.entries, self.next_feature = DynamicCache(), [], None
             return
@@ -141,7 +145,19 @@ class EagleDrafter:
             embed = self.embedding(torch.tensor([[token]], device=self.embedding.weight.device))
             feature = self.head(embed.to(feature.dtype), feature[None, None], self.cache)[0, -1]
             forwards += 1
-        return Draft(ids, torch.stack(rows), forwards + 1)
+        # The tree: other candidates of each step's q beside the chain's token, as leaves (their children would need
+        # head passes of their own: q here depends on the path above).
+        q_rows = torch.stack(rows)
+        tree = build_tree(
+            q_rows,
+            ids,
+            width=self.tree_width,
+            budget=len(ids) * (self.tree_width - 1),
+            siblings_only=True,
+            greedy=greedy,
+            generator=generator,
+        )
+        return Draft(ids, q_rows, forwards + 1, tree=tree)
 
     def rollback(self, committed: list[int]) -> None:
         self._catch_up(committed)

@@ -24,6 +24,7 @@ from transformers import LogitsProcessorList
 from ..drafters import Draft
 from ..kvcache import CachedModel
 from ..sampling import probabilities, sample
+from ..tree import build_tree
 
 MEDUSA_DECAY = 0.8  # loss weight of head k: 0.8^k (the Medusa paper's lambda_k)
 
@@ -65,12 +66,15 @@ class MedusaDrafter:
 
     name = "medusa"
 
-    def __init__(self, heads: MedusaHeads, target: CachedModel, stop_ids: frozenset[int] = frozenset()):
+    def __init__(
+        self, heads: MedusaHeads, target: CachedModel, stop_ids: frozenset[int] = frozenset(), tree_width: int = 1
+    ):
         if not target.keep_hidden:
             raise ValueError("Medusa heads read the target's hidden states: make its CachedModel with keep_hidden")
         self.heads = heads
         self.target = target
         self.stop_ids = stop_ids
+        self.tree_width = tree_width  # candidates per position; above 1, the draft is a token tree (tree.py)
 
     @property
     def cache_length(self) -> int:
@@ -102,7 +106,20 @@ class MedusaDrafter:
             ids.append(token)
             if token in self.stop_ids or (confidence > 0 and float(q[k].max()) < confidence):
                 break
-        return Draft(ids, q[: len(ids)], 1)
+        # The tree: other ranks of every head, combined (Medusa's candidate tree); q_k does not depend on the path
+        # above, so a node off the chain may have children too. As many nodes off the chain as the chain has times
+        # the width beyond it, the most likely by the heads' own probabilities.
+        n = len(ids)
+        tree = build_tree(
+            q[:n],
+            ids,
+            width=self.tree_width,
+            budget=n * (self.tree_width - 1),
+            siblings_only=False,
+            greedy=greedy,
+            generator=generator,
+        )
+        return Draft(ids, q[:n], 1, tree=tree)
 
     def rollback(self, committed: list[int]) -> None:
         pass

@@ -89,10 +89,10 @@ def load_heads(model: Any, vocab_width: int, path: Path | None = None, kind: str
     """The heads of `kind` trained for `model`, checked; (heads, training report). Raises HeadsError otherwise."""
     fingerprint = target_fingerprint(model)
     path = path or heads_path(fingerprint, kind)
-    what = "an EAGLE head" if kind == "eagle" else "Medusa heads"
+    what, it = ("EAGLE head", "it") if kind == "eagle" else ("Medusa heads", "them")
     if not path.exists():
         raise HeadsError(
-            f"no {what} trained for this target yet: train it on the Heads page, or run "
+            f"no {what} trained for this target yet: train {it} on the Heads page, or run "
             f"python -m specviz train-heads --kind {kind} ({path})"
         )
     try:

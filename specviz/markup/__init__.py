@@ -28,9 +28,18 @@ from .chips import (
     round_chips_html,
     round_head_html,
 )
-from .explain import explain_alternatives, explain_chart, explain_round, pair_caption, stopped_message, trace_caption
+from .explain import (
+    explain_alternatives,
+    explain_chart,
+    explain_round,
+    explain_tree,
+    pair_caption,
+    stopped_message,
+    trace_caption,
+)
 from .kv import kv_cache_html
 from .text import clock_html, lane_html, plain_text_html, text_html
+from .tree import tree_html
 
 __all__ = [
     "MAX_CELLS",
@@ -49,6 +58,7 @@ __all__ = [
     "explain_alternatives",
     "explain_chart",
     "explain_round",
+    "explain_tree",
     "fmt",
     "fmt_prob",
     "kv_cache_html",
@@ -58,6 +68,7 @@ __all__ = [
     "next_chip_html",
     "pair_caption",
     "plain_text_html",
+    "tree_html",
     "round_chips_html",
     "round_head_html",
     "slow_run_markdown",

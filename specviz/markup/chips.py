@@ -127,7 +127,8 @@ def next_chip_html(event: RoundEvent, greedy: bool) -> str:
         rows = [("from", "p" if greedy else "residual", "|"), ("prob", fmt_prob(t.prob), "|")]
     else:
         verdict = "★ bonus: argmax p" if greedy else "★ bonus"
-        after = "after alt" if event.kept_alternative is not None else f"p{count(event.n_accepted) + 1}"
+        off_chain = event.kept_alternative is not None or event.tree_path
+        after = "after alt" if off_chain else f"p{count(event.n_accepted) + 1}"
         rows = [("from", after if event.drafted else "p", "p|"), ("prob", fmt_prob(t.prob), "|")]
     return chip_html(source, t.text, verdict, rows, title=f"{source} token, probability {fmt(t.prob, '.4f')}")
 
@@ -154,6 +155,7 @@ def round_head_html(event: RoundEvent, rounds: int | None) -> str:
         f"{' · source ' + esc(SOURCE_NAMES.get(event.draft_source, event.draft_source)) if event.draft_source else ''}"
         f" · drafted {n} · accepted {esc(event.n_accepted)} · {outcome}"
         f"{' · alternative kept' if event.kept_alternative is not None else ''}"
+        f"{f' · {len(event.tree_path)} kept off the chain' if event.tree_path else ''}"
         f" · +{appended} token{'s' if appended != 1 else ''}</div>"
     )
     return head + '<div class="sv-step">① draft → ② verify → ③ accept / reject → ④ next token</div>'

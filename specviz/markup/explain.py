@@ -13,7 +13,8 @@ from .base import code, count, md, md_fmt, md_prob
 def _rejection(event: RoundEvent, greedy: bool, j: int) -> list[str]:
     n = len(event.drafted)
     d = event.drafted[j]
-    kept = event.kept_alternative
+    path = event.tree_path
+    kept = event.kept_alternative or (path[0] if path else None)  # what the target kept in d's place
     if greedy:
         top = kept.text if kept is not None else event.next_token.text  # else the next token is a bonus after it
         why = f"the target's most likely token there is {code(top)}, not {code(d.text)}"
@@ -22,13 +23,15 @@ def _rejection(event: RoundEvent, greedy: bool, j: int) -> list[str]:
             f"p = {md_prob(d.p)} and q = {md_prob(d.q)}, so min(1, p/q) = {md_prob(d.ratio)}, "
             f"and the draw u = {md_prob(d.u)} was larger"
         )
-    chain = count(event.n_accepted) - (kept is not None)  # event.chain_accepted, for any value
+    chain = count(event.n_accepted) - (event.kept_alternative is not None) - len(path)  # chain_accepted, any value
     parts = [f"It accepted **{chain}**, then rejected {code(d.text)} at position {j + 1}: {why}."]
     if j + 1 < n:
         parts.append(f"The {n - j - 1} token{'s' if n - j - 1 != 1 else ''} after it are thrown away unchecked.")
     if event.alternatives and j == n - 1:
         parts.append(explain_alternatives(event, greedy))
-    if kept is None and greedy:
+    if event.tree:
+        parts.append(explain_tree(event, greedy))
+    elif kept is None and greedy:
         parts.append(
             "In greedy mode the correction is the target's own top token, "
             "exactly what plain decoding would have written."
@@ -89,6 +92,37 @@ def explain_round(event: RoundEvent, greedy: bool) -> str:
         parts += _rejection(event, greedy, j)
     appended = len(event.appended)
     parts.append(f"This round committed **{appended}** token{'s' if appended != 1 else ''} for one target pass.")
+    return " ".join(parts)
+
+
+def explain_tree(event: RoundEvent, greedy: bool) -> str:
+    """Words for a tree draft's walk (draft heads with alternatives), after a rejection on the chain."""
+    path = event.tree_path
+    rule = (
+        "keeping the one that is the target's most likely token there"
+        if greedy
+        else "keeping the first that passes recursive rejection sampling: min(1, r/q), r being what the refusals "
+        "before it left of p, so each committed token still follows p exactly"
+    )
+    parts = [
+        f"The heads also proposed **{count(len(event.tree))}** candidates off the chain (the tree below; each saw "
+        "only its own path in the same target forward, through a tree attention mask). At each node the target "
+        f"checks its children in order, {rule}."
+    ]
+    if path:
+        names = ", ".join(code(t.text) for t in path[:16])
+        then = "a bonus token after the last of them" if event.next_source == "bonus" else "a correction there"
+        parts.append(
+            f"It kept **{len(path)}** off the chain ({names}), then {code(event.next_token.text)}: {then}. Those "
+            "tokens are not in the target's cache yet: the next verify feeds them again."
+        )
+    elif greedy:
+        parts.append(
+            f"None was the target's top token: the correction is {code(event.next_token.text)}, as plain "
+            "decoding would have written."
+        )
+    else:
+        parts.append(f"None passed: {code(event.next_token.text)} was drawn from what the refusals left of p.")
     return " ".join(parts)
 
 

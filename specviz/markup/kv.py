@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..trace import RoundEvent
-from .base import MAX_CELLS, VERDICT_CLASS, count, css_class, esc, visible
+from .base import MAX_CELLS, MAX_CHIPS, VERDICT_CLASS, count, css_class, esc, visible
 
 Cell = tuple[object, str]  # (token text, class string built from fixed names)
 
@@ -59,7 +59,9 @@ def _model_html(event: RoundEvent, committed: int, cache: CacheRound, branches: 
             pending,
             filled + siblings,
             grown,
-            "alternatives cropped after the pass" if siblings else "",
+            ("tree nodes cropped after the pass" if event.tree else "alternatives cropped after the pass")
+            if siblings
+            else "",
         )
     )
     keep = max(0, cache.after - committed)
@@ -70,6 +72,8 @@ def _model_html(event: RoundEvent, committed: int, cache: CacheRound, branches: 
     note = f"−{removed} rolled back" if removed > 0 else "nothing to roll back"
     if branches and event.kept_alternative is not None:
         note += "; the kept alternative is fed with the next verify"
+    elif branches and event.tree_path:
+        note += "; the kept tree path is fed with the next verify"
     rows.append(_line("after rollback <small>crop</small>", before, pending, kept + dropped, cache.after, note))
     return "".join(rows)
 
@@ -84,7 +88,7 @@ def kv_cache_html(event: RoundEvent, prompt_len: int, drafter: str) -> str:
     n = len(event.drafted)
     target = CacheRound("Target (p) cache", count(event.target_cache_before), count(event.target_cache_after), n, True)
     # A kept alternative is not in the target's cache yet: it is fed with the next round's verify.
-    rows = ['<div class="sv-kv">', _model_html(event, committed, target, event.alternatives)]
+    rows = ['<div class="sv-kv">', _model_html(event, committed, target, event.alternatives or event.tree[:MAX_CHIPS])]
     if drafter == "model":
         # The draft runs only when it drafts; it never feeds its own last token back.
         draft = CacheRound(

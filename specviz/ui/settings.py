@@ -10,7 +10,7 @@ from typing import Any
 
 import streamlit as st
 
-from ..config import GAMMA_LIMIT, MAX_NEW_TOKENS_LIMIT, ConfigError, SpecConfig
+from ..config import GAMMA_LIMIT, HEAD_DRAFTERS, MAX_NEW_TOKENS_LIMIT, ConfigError, SpecConfig
 from ..models import BUILTIN, PairSpec
 from .pair import pair_status
 from .server import custom_models_allowed, custom_models_note, remote_code_note
@@ -171,6 +171,29 @@ DRAFTER_HELP = (
 )
 
 
+def _alternatives_slider(heads: bool) -> None:
+    """The draft model's alternatives at its last position, or the draft heads' token tree."""
+    st.slider(
+        "Token tree: other candidates per position" if heads else "Alternatives for the last draft token",
+        0,
+        4,
+        key=cfg("alternatives"),
+        help=(
+            "0 = off. The heads also propose their next-best tokens at every drafted position, arranged as a "
+            "token tree (Medusa: the heads' ranks combined, the likeliest paths first; EAGLE: leaves beside its "
+            "chain), all scored in the same target forward with a tree attention mask. The target walks down "
+            "the tree keeping one candidate per position, so a rejected draft can be replaced by a sibling "
+            "and continue. Step through draws the tree."
+            if heads
+            else "0 = off. When the draft is unsure of its last token, the target's verify pass also scores "
+            "the draft's other candidates for that position (a small token tree): if the draft's own "
+            "token is rejected, one of them can be kept instead, with a bonus token after it."
+        )
+        + " Greedy: q's next-best tokens; sampling: further draws from q, checked by recursive rejection "
+        "sampling, so the output still follows p exactly.",
+    )
+
+
 def _speculation_section() -> None:
     st.markdown("### Speculation")
     st.radio(
@@ -195,17 +218,7 @@ def _speculation_section() -> None:
             "Each token is still drawn from the draft's q; only the passes are fewer (marked ⇢).",
         )
     if drafter not in ("ngram", "traffic"):  # the point-mass drafters have no other candidates
-        st.slider(
-            "Alternatives for the last draft token",
-            0,
-            4,
-            key=cfg("alternatives"),
-            help="0 = off. When the draft is unsure of its last token, the target's verify pass also scores "
-            "the draft's other candidates for that position (a small token tree): if the draft's own "
-            "token is rejected, one of them can be kept instead, with a bonus token after it. Greedy: "
-            "q's next-best tokens; sampling: further draws from q, checked by recursive rejection "
-            "sampling, so the output still follows p exactly.",
-        )
+        _alternatives_slider(heads=drafter in HEAD_DRAFTERS)
     st.number_input(
         f"γ: draft length (1-{GAMMA_LIMIT})",
         step=1,

@@ -49,7 +49,11 @@ def legend(kinds: Sequence[str] = ("accepted", "rejected", "unchecked", "resampl
 def round_view(event: RoundEvent, context: RoundContext, *, show_chart: bool = True, show_cache: bool = True) -> None:
     """One round: chips with q, p, min(1, p/q), u and verdicts, the next token, its distribution, the KV caches."""
     greedy = context.config.greedy
-    st.html(markup.round_head_html(event, context.rounds) + markup.round_chips_html(event, greedy))
+    st.html(
+        markup.round_head_html(event, context.rounds)
+        + markup.round_chips_html(event, greedy)
+        + markup.tree_html(event, greedy)
+    )
     left, right = st.columns([3, 2], gap="large")
     with right:
         st.markdown(markup.explain_round(event, greedy))
