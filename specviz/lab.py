@@ -274,9 +274,9 @@ def round_origins(event: RoundEvent, limit: int | None = None) -> list[TokenOrig
     at most `limit` of them (a view draws a capped number, whatever a file says)."""
     out = []
     accepted = event.n_accepted if isinstance(event.n_accepted, int) else 0
-    kept = list(event.drafted[: max(0, accepted)])
-    if event.kept_alternative is not None and kept:  # it took the rejected draft's place
-        kept[-1] = event.kept_alternative
+    # A kept alternative took the rejected draft's place; a kept tree path follows the chain's accepted prefix.
+    extra = [event.kept_alternative] if event.kept_alternative is not None else list(event.tree_path)
+    kept = list(event.drafted[: max(0, accepted - len(extra))]) + extra[: max(0, accepted)]
     n = len(event.appended) if limit is None else min(len(event.appended), max(0, limit))
     for k in range(n):
         if k < len(kept):

@@ -17,6 +17,7 @@ from specviz.drafters import Draft, TreeNode
 from specviz.engine import autoregressive_generate, run_to_end, speculative_generate
 from specviz.heads import forget_heads, use_heads
 from specviz.kvcache import CachedModel
+from specviz.lab import round_origins
 from specviz.markup import explain_round, tree_html
 from specviz.tiny import tiny_pair
 from specviz.trace import Trace, TraceError, trace_from_json
@@ -236,3 +237,7 @@ def test_the_tree_view_draws_the_kept_path_and_escapes_every_value(recorded):
     named = dataclasses.replace(event, tree=(dataclasses.replace(event.tree[0], text="<b>x</b>"),) + event.tree[1:])
     assert "&lt;b&gt;x&lt;/b&gt;" in tree_html(named, greedy=False)
     assert tree_html(dataclasses.replace(event, tree=()), greedy=True) == ""
+    # The committed text's colours name the tree path's tokens, not the rejected drafts they replaced.
+    origins = round_origins(event)
+    expected = [d.text for d in event.drafted[: event.chain_accepted]] + [t.text for t in event.tree_path]
+    assert [o.text for o in origins[: len(expected)]] == expected[: len(origins)]
