@@ -117,7 +117,11 @@ def _print_run(trace) -> None:
         f"{s.new_tokens} tokens in {s.rounds} rounds, acceptance {s.acceptance_rate:.2f}, "
         f"{s.mean_accepted_per_round:.2f} accepted per round, {s.tokens_per_second:.2f} tok/s ({s.finish_reason})"
     )
-    if config.alternatives:
+    if config.alternatives and any(r.tree for r in trace.rounds):
+        nodes, kept = sum(len(r.tree) for r in trace.rounds), sum(len(r.tree_path) for r in trace.rounds)
+        rounds = sum(bool(r.tree_path) for r in trace.rounds)
+        print(f"token trees: {nodes} candidates off the chain, {kept} kept in {rounds} of {s.rounds} rounds")
+    elif config.alternatives:
         kept = sum(r.kept_alternative is not None for r in trace.rounds)
         print(f"alternatives: {kept} of {s.rounds} rounds kept one in place of a rejected last draft token")
     if trace.baseline_summary is not None:
