@@ -15,6 +15,7 @@ HEAD_DRAFTERS = ("medusa", "eagle")  # heads on the target's own hidden state (s
 MAX_NEW_TOKENS_LIMIT = 1024
 GAMMA_LIMIT = 32
 MAX_ALTERNATIVES = 8
+MAX_TREE_NODES = 64  # a draft heads' token tree: nodes off the chain per round (n x alternatives, at most this)
 RECORD_TOP_LIMIT = 64  # top tokens of p, q and the residual an event may keep (the trace loader caps the same)
 SEED_LIMIT = 2**64 - 1  # torch's manual_seed takes [-2**63, 2**64 - 1] and maps a negative seed onto a large one
 

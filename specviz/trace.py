@@ -9,7 +9,15 @@ from pathlib import Path
 from typing import IO, Any, get_args
 
 from . import trace_check as check
-from .config import GAMMA_LIMIT, MAX_ALTERNATIVES, MAX_NEW_TOKENS_LIMIT, DrafterName, Schedule, SpecConfig
+from .config import (
+    GAMMA_LIMIT,
+    MAX_ALTERNATIVES,
+    MAX_NEW_TOKENS_LIMIT,
+    MAX_TREE_NODES,
+    DrafterName,
+    Schedule,
+    SpecConfig,
+)
 from .errors import UserError
 from .events import (  # noqa: F401 - the events are read and written here, and importable from here
     TRACE_FORMAT,
@@ -83,7 +91,7 @@ _ROUND = Record(
         "bookkeeping_seconds": _SECONDS,
         "alternatives": Many(_DRAFTED, MAX_ALTERNATIVES),
         "draft_source": Choice(get_args(DraftSource)),
-        "tree": Many(_TREE, GAMMA_LIMIT * MAX_ALTERNATIVES),
+        "tree": Many(_TREE, MAX_TREE_NODES),
     },
 )
 _STEP = Record(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config import HEAD_DRAFTERS
+from .config import HEAD_DRAFTERS, MAX_TREE_NODES
 from .events import RoundEvent, TreeToken
 from .trace_refused import Refused, expect, show
 
@@ -47,7 +47,8 @@ def check_tree(r: RoundEvent, config: Any, where: str) -> tuple[list[TreeToken],
         config.drafter in HEAD_DRAFTERS and config.alternatives > 0 and not r.alternatives,
         f"{where}.tree: only draft heads with alternatives on draft a tree, and then without separate alternatives",
     )
-    expect(len(tree) <= n * config.alternatives, f"{where}.tree has {len(tree)} nodes for {n} drafted tokens")
+    most = min(n * config.alternatives, MAX_TREE_NODES)
+    expect(len(tree) <= most, f"{where}.tree has {len(tree)} nodes; {n} drafted tokens allow {most}")
     depth: list[int] = []
     for j, node in enumerate(tree):
         expect(-1 <= node.parent < n + j, f"{where}.tree[{j}].parent is {node.parent}: not a node before it")

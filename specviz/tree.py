@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import torch
 
 from .acceptance import Decision
+from .config import MAX_TREE_NODES
 from .drafters import Draft, TreeNode
 from .sampling import acceptance_ratio, residual, sample
 
@@ -79,7 +80,8 @@ def build_tree(
     greedy: bool,
     generator: torch.Generator | None,
 ) -> tuple[TreeNode, ...]:
-    """Off-chain nodes for the chain d_1..d_n drawn from q [n, V]: up to `budget`, `width` candidates per position.
+    """Off-chain nodes for the chain d_1..d_n drawn from q [n, V]: up to `budget` (and MAX_TREE_NODES), `width`
+    candidates per position.
 
     Greedy: rank r at depth k is q_k's r-th most likely token (rank 0, its argmax, is d_k). Sampling: rank r >= 1 is
     the r-th independent draw from q_k (repeats allowed: a repeat of a refused token is refused again), d_k the 0th.
@@ -88,7 +90,7 @@ def build_tree(
     if n == 0 or width < 2 or budget <= 0:
         return ()
     top = torch.topk(q, min(width, q.shape[-1]), dim=-1)
-    paths = tree_shape(top.values, budget, siblings_only)
+    paths = tree_shape(top.values, min(budget, MAX_TREE_NODES), siblings_only)
     if not paths:
         return ()
     if greedy:

@@ -12,7 +12,7 @@ from test_heads import random_heads
 from test_lossless import RUNS, chi_square_rejects, empirical_joint, exact_joint
 
 import specviz.tree as tree_module
-from specviz.config import SpecConfig
+from specviz.config import GAMMA_LIMIT, MAX_TREE_NODES, SpecConfig
 from specviz.drafters import Draft, TreeNode
 from specviz.engine import autoregressive_generate, run_to_end, speculative_generate
 from specviz.heads import forget_heads, use_heads
@@ -114,6 +114,13 @@ def test_greedy_tree_ranks_are_q_s_next_best_and_sampled_ones_are_draws():
     generator = torch.Generator().manual_seed(0)
     sampled = build_tree(q, [2, 3], width=3, budget=4, siblings_only=True, greedy=False, generator=generator)
     assert [node.parent for node in sampled] == [-1, -1, 0, 0] and all(q[0, n.token] > 0 for n in sampled[:2])
+
+
+def test_a_tree_never_holds_more_nodes_than_a_trace_may():
+    q = torch.softmax(torch.randn(GAMMA_LIMIT, 50, generator=torch.Generator().manual_seed(1)), dim=-1)
+    chain = q.argmax(dim=-1).tolist()
+    nodes = build_tree(q, chain, width=9, budget=GAMMA_LIMIT * 8, siblings_only=True, greedy=True, generator=None)
+    assert len(nodes) == MAX_TREE_NODES
 
 
 def _draft(n_vocab: int, chain: list[int], tree: tuple[TreeNode, ...]) -> Draft:

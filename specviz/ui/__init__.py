@@ -11,6 +11,7 @@ from .curves import measured_section, runs_section, use_measured_c
 from .experiments import experiments_section, ten_minute_path
 from .files import curves_dir, inject_css, load_prompts, recorded_traces, trace_download, trace_upload, verify_curves
 from .heads import NAMES as HEAD_NAMES
+from .heads import TREE_WORDS as HEADS_TREE_WORDS
 from .heads import heads_result
 from .heads import recorded_reports as heads_recorded
 from .heads import train_live as heads_train_live
@@ -48,6 +49,7 @@ from .viewer import (
 
 __all__ = [
     "HEAD_NAMES",
+    "HEADS_TREE_WORDS",
     "adopt_stream_rows",
     "forget_button",
     "learning_form",

@@ -76,6 +76,16 @@ def train_live(job: Job) -> None:
 
 NAMES = {"medusa": "Medusa heads", "eagle": "EAGLE head"}
 
+TREE_WORDS = (  # the Heads page's paragraph on the heads' token trees
+    "**Token trees.** With the sidebar's *other candidates per position* above 0, the heads hedge: besides "
+    "their chain they propose their next-best tokens, and the target scores every node in the same forward, "
+    "each node seeing only its own path (a tree attention mask). Medusa's heads do not depend on the guesses "
+    "before them, so any rank of head 1 can be followed by any rank of head 2: its tree combines them, the "
+    "likeliest paths first. EAGLE's q depends on the path, so its other candidates are leaves beside its chain. "
+    "The target walks down the tree keeping at most one child per node (recursive rejection sampling: still "
+    "lossless); Step through draws the tree and the path it kept."
+)
+
 
 def show_report(report: dict, recorded: bool) -> None:
     source = f"Recorded: {markup.md(report['where'])}" if recorded else "Trained in this session"
