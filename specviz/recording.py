@@ -56,10 +56,8 @@ class Round:
 def round_event(done: Round, *, index: int, elapsed: float, record_top: int, text: TokenText) -> RoundEvent:
     """Turn one round into an event: plain numbers and text only."""
     decision, draft, p = done.decision, done.draft, done.p
-    at = decision.rejection_index if decision.corrected else decision.next_row  # where the next token came from
+    at = decision.next_row  # the row of p the next token came from: the rejection, the bonus row, or a tree node's
     corrected = decision.corrected
-    if draft.tree:  # the walk may have ended off the chain: its own rows
-        at = decision.next_row
     q_at = decision.q_row if decision.q_row is not None else at
     return RoundEvent(
         index=index,

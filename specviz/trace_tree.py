@@ -9,6 +9,7 @@ from typing import Any
 from .config import HEAD_DRAFTERS, MAX_TREE_NODES
 from .events import RoundEvent, TreeToken
 from .trace_refused import Refused, expect, show
+from .tree import children, depths
 
 
 def off_chain(r: RoundEvent, config: Any, where: str) -> tuple[list[int], bool]:
@@ -49,19 +50,15 @@ def check_tree(r: RoundEvent, config: Any, where: str) -> tuple[list[TreeToken],
     )
     most = min(n * config.alternatives, MAX_TREE_NODES)
     expect(len(tree) <= most, f"{where}.tree has {len(tree)} nodes; {n} drafted tokens allow {most}")
-    depth: list[int] = []
     for j, node in enumerate(tree):
         expect(-1 <= node.parent < n + j, f"{where}.tree[{j}].parent is {node.parent}: not a node before it")
-        depth.append(node.parent + 2 if node.parent < n else depth[node.parent - n] + 1)
-        expect(depth[-1] <= n, f"{where}.tree[{j}] lies deeper than the {n} drafted tokens")
         expect(
             config.drafter != "eagle" or node.parent < n,
             f"{where}.tree[{j}]: the EAGLE head's tree has leaves beside its drafted tokens only",
         )
-    kids: dict[int, list[int]] = {node: [node + 1] for node in range(-1, n - 1)}
-    for j, node in enumerate(tree):
-        kids.setdefault(node.parent, []).append(n + j)
-    return _walk(r, kids, where)
+    for j, depth in enumerate(depths(n, tree)):  # the engine's own numbering, once every parent is known good
+        expect(depth <= n, f"{where}.tree[{j}] lies deeper than the {n} drafted tokens")
+    return _walk(r, children(n, tree), where)
 
 
 def _walk(r: RoundEvent, kids: dict[int, list[int]], where: str) -> tuple[list[TreeToken], bool]:
