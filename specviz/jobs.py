@@ -260,7 +260,9 @@ class PairRegistry:
             if key in self._failed:
                 return self._failed[key]
             found = self._slots.pop(key, None) or self._start(key)
-            if found.state != "failed":  # a refusal (RegistryFull) never takes a slot
+            if found.state == "failed":  # a refusal, or a load that failed since the sweep: never a slot
+                self._failed[key] = found
+            else:
                 self._slots[key] = found  # most recently used last
             return found
 
