@@ -17,6 +17,7 @@ Quantized (int8) layers, other dtypes and non-CPU devices are left as they are.
 
 from __future__ import annotations
 
+import copy
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
@@ -158,3 +159,47 @@ def quantize_linear(linear: torch.nn.Linear) -> torch.nn.Module:
     module.set_weight_bias(weight, None if linear.bias is None else linear.bias.detach())
     module.in_features, module.out_features = linear.in_features, linear.out_features
     return module
+
+
+def native_bfloat16(device: torch.device) -> bool:
+    """bfloat16 matmuls run natively here (a GPU, or a CPU with AVX512-BF16 or AMX): faster than float32.
+    On an AVX2-only CPU oneDNN emulates them, slower than float32 (docs/DESIGN.md, "Measurements on this project's
+    CPU")."""
+    if device.type != "cpu":
+        return True
+    check = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+    return bool(torch.backends.mkldnn.is_available() and check is not None and check())
+
+
+def dense_weight(model: nn.Module, name: str, dtype: torch.dtype) -> torch.Tensor:
+    """The parameter `name` of model as a plain tensor in dtype (a new one), a prepacked Linear's weight unpacked
+    straight into dtype (exact, and about 3x faster than unpacking to float32 and converting)."""
+    module_name, _, attribute = name.rpartition(".")
+    module = model.get_submodule(module_name)
+    if isinstance(module, PrepackedLinear) and attribute == "weight":
+        return module.packed_weight.to_dense(dtype)
+    tensor = module.bias if isinstance(module, PrepackedLinear) else getattr(module, attribute)
+    return tensor.detach().to(dtype=dtype, copy=True)
+
+
+@torch.inference_mode()
+def low_precision_copy(model: Any, dtype: torch.dtype = torch.bfloat16) -> Any:
+    """A copy of a transformers model (prepacked or not) in dtype, for inference: built empty (accelerate), then
+    filled tensor by tensor on one thread per core, so it never holds a second full-precision copy. The buffers
+    (rotary frequencies) are the model's own; tied weights stay tied."""
+    from accelerate import init_empty_weights
+
+    with init_empty_weights():  # a config of its own: _from_config keeps (and may set fields of) the one it gets
+        clone = type(model)._from_config(copy.deepcopy(model.config))
+    names = [name for name, _ in clone.named_parameters()]
+    with ThreadPoolExecutor(max(1, torch.get_num_threads())) as pool:
+        tensors = list(pool.map(lambda name: dense_weight(model, name, dtype), names))
+    for name, tensor in zip(names, tensors, strict=True):
+        module_name, _, attribute = name.rpartition(".")
+        setattr(clone.get_submodule(module_name), attribute, nn.Parameter(tensor, requires_grad=False))
+    own = dict(model.named_buffers())
+    for name, buffer in clone.named_buffers():  # built on the CPU: the model's own, on its device
+        if name in own:
+            buffer.data = own[name].detach().clone()
+    clone.tie_weights()
+    return clone.eval()

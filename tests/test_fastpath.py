@@ -6,7 +6,15 @@ import pytest
 import torch
 from torch import nn
 
-from specviz.fastpath import PrepackedLinear, is_prepacked, prepack_available, prepack_linears, quantize_draft
+from specviz.fastpath import (
+    PrepackedLinear,
+    is_prepacked,
+    low_precision_copy,
+    native_bfloat16,
+    prepack_available,
+    prepack_linears,
+    quantize_draft,
+)
 from specviz.tiny import tiny_model
 
 pytestmark = pytest.mark.skipif(not prepack_available(), reason="this torch has no oneDNN linear ops")
@@ -59,3 +67,35 @@ def test_padding_few_rows_changes_no_row():
             part = x.reshape(-1, 48)[:rows].reshape(1, rows, 48)
             assert packed(part).shape == (1, rows, 40)
             torch.testing.assert_close(packed(part), linear(part), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("tied", [False, True])
+@pytest.mark.parametrize("prepacked", [False, True])
+def test_a_bfloat16_copy_has_the_models_weights_buffers_and_ties(tied, prepacked):
+    model = tiny_model(vocab_size=97, seed=3, hidden=64, layers=2)
+    if tied:
+        model.config.tie_word_embeddings = True
+        model.lm_head.weight = model.model.embed_tokens.weight
+    source = packed_copy(model)
+    if tied:
+        source.lm_head.weight = source.model.embed_tokens.weight
+    if prepacked:
+        prepack_linears(source)
+    copy = low_precision_copy(source, torch.bfloat16)
+
+    assert copy.config is not source.config
+    for name, parameter in model.named_parameters():  # every weight, a prepacked one unpacked, rounded once
+        assert torch.equal(copy.get_parameter(name), parameter.detach().to(torch.bfloat16)), name
+    assert all(p.dtype == torch.bfloat16 and not p.requires_grad for p in copy.parameters())
+    for name, buffer in model.named_buffers():
+        torch.testing.assert_close(copy.get_buffer(name), buffer)  # the rotary frequencies stay the model's
+    assert (copy.lm_head.weight is copy.model.embed_tokens.weight) == tied
+    ids = torch.randint(0, 97, (1, 12), generator=torch.Generator().manual_seed(1))
+    with torch.inference_mode():
+        want, got = model(input_ids=ids).logits, copy(input_ids=ids).logits.float()
+    assert (got - want).norm() / want.norm() < 0.05  # bfloat16: close, not equal
+    assert all(p.dtype == torch.float32 for p in model.parameters())  # the source is left as it was
+
+
+def test_bfloat16_runs_natively_on_a_gpu():
+    assert native_bfloat16(torch.device("cuda"))

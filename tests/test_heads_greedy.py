@@ -6,8 +6,17 @@ from dataclasses import replace
 import pytest
 import torch
 
+from specviz.fastpath import low_precision_copy, native_bfloat16
 from specviz.heads import MedusaHeads
-from specviz.heads.greedy import greedy_features, greedy_rows, snippets, training_prompts, writing_tasks
+from specviz.heads.greedy import (
+    collection_dtype,
+    greedy_features,
+    greedy_rows,
+    greedy_split,
+    snippets,
+    training_prompts,
+    writing_tasks,
+)
 from specviz.heads.train import IGNORE, TrainSettings, accuracy, split_files, train_medusa
 from specviz.tiny import tiny_pair
 
@@ -183,3 +192,48 @@ def test_a_batch_is_filled_in_proportion_to_what_each_list_still_needs():
     assert _shares([49, 10], [50, 3], 64) == [50, 3]  # never more than a list has left
     assert _shares([200, 1], [300, 300], 64) == [63, 1]  # scaled down, but every list that wants rows gets one
     assert _shares([0, 5], [10, 10], 8) == [0, 8]
+
+
+def test_a_bfloat16_copy_writes_the_answers_and_the_target_rereads_the_heldout_ones():
+    pair = tiny_pair(seed=4)
+    copy = low_precision_copy(pair.target, torch.bfloat16)
+    train, heldout = greedy_split(copy, [PROMPTS, PROMPTS], 2, (10**6, 10**6), 6, 8, frozenset(), lambda m, f: None)
+    assert torch.equal(train.ids, heldout.ids)  # the same prompts: the same text, the copy's
+    assert train.lengths == (6, 6, 6)
+    plain, reread_rows = greedy_split(
+        copy, [PROMPTS, PROMPTS], 2, (10**6, 10**6), 6, 8, frozenset(), lambda m, f: None, reader=pair.target
+    )
+    assert torch.equal(plain.hidden, train.hidden)  # the training answers stay the copy's own
+    assert not torch.allclose(reread_rows.hidden, train.hidden, atol=1e-3)  # bfloat16 states are not the target's
+    start = 0
+    for prompt, n in zip(PROMPTS, reread_rows.lengths, strict=True):
+        fed = reread_rows.ids[start : start + n].tolist()
+        with torch.inference_mode():  # the float32 target's own reading of the copy's text, one full forward
+            states = pair.target.base_model(torch.tensor([prompt + fed[1:]])).last_hidden_state[0, -n:]
+            guesses = pair.target.get_output_embeddings()(states).argmax(-1)
+        torch.testing.assert_close(reread_rows.hidden[start : start + n], states, atol=1e-5, rtol=1e-5)
+        assert reread_rows.labels[start : start + n - 1, 0].tolist() == guesses[1:].tolist()
+        start += n
+
+
+def test_the_collection_dtype_names_the_data_only_when_it_is_not_the_targets_own():
+    from specviz.heads.data import data_key
+
+    pair = tiny_pair(seed=4)
+    own = data_key(pair.target, TrainSettings(collect_dtype="float32"))
+    half = data_key(pair.target, TrainSettings(collect_dtype="bfloat16"))
+    assert "collect_dtype" not in own and half["collect_dtype"] == "bfloat16"  # older float32 caches stay valid
+    assert collection_dtype(pair.target, TrainSettings(data="text", collect_dtype="bfloat16")) == torch.float32
+    auto = collection_dtype(pair.target, TrainSettings())
+    assert auto == (torch.bfloat16 if native_bfloat16(torch.device("cpu")) else torch.float32)
+
+
+def test_a_report_names_a_known_collection_dtype_or_is_refused():
+    from specviz.heads.report import RECORDED, ReportError, check_report, load_report
+
+    recorded = load_report(RECORDED["medusa"])
+    assert recorded["collect_dtype"] in ("float32", "bfloat16")
+    old = {k: v for k, v in recorded.items() if k != "collect_dtype"}
+    assert check_report(old)["collect_dtype"] == "float32"  # reports from before the field
+    with pytest.raises(ReportError, match="collect_dtype"):
+        check_report({**recorded, "collect_dtype": "int4"})

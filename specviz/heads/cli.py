@@ -45,6 +45,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chunk", type=int, default=defaults.chunk, help="text: tokens per teacher-forced pass")
     parser.add_argument("--new-tokens", type=int, default=defaults.new_tokens, help="greedy: new tokens per prompt")
     parser.add_argument("--rows", type=int, default=defaults.rows, help="greedy: prompts decoded at once")
+    parser.add_argument(
+        "--collect-dtype",
+        choices=["auto", "float32", "bfloat16", "float16"],
+        default=defaults.collect_dtype,
+        help="greedy: the precision the answers are decoded in; auto: bfloat16 for a float32 target where it runs "
+        "natively (a GPU, or a CPU with AVX512-BF16 or AMX), else the target's own. The held-out answers are "
+        "re-read by the target itself",
+    )
     parser.add_argument("--batch", type=int, default=defaults.batch)
     parser.add_argument("--lr", type=float, default=defaults.learning_rate)
     parser.add_argument("--seed", type=int, default=defaults.seed)
@@ -80,6 +88,7 @@ def settings_from(args: argparse.Namespace) -> TrainSettings:
         data=args.data,
         new_tokens=args.new_tokens,
         rows=args.rows,
+        collect_dtype=args.collect_dtype,
     )
 
 

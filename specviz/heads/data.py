@@ -21,7 +21,7 @@ from safetensors.torch import load_file, save_file
 
 from ..builtin import cache_root
 from .features import Features, TrainSettings
-from .greedy import PROMPT_RECIPE
+from .greedy import PROMPT_RECIPE, collection_dtype, dtype_name
 from .store import target_fingerprint
 
 FORMAT = "specviz-heads-data-1"
@@ -32,8 +32,11 @@ KEEP = 3  # collections kept on disk (about 90 MB each for 12,000 tokens of the 
 def data_key(model: Any, settings: TrainSettings) -> dict:
     """What names a collection: the target, the settings that shape the data and, for greedy answers, the prompts'
     recipe (answers to other prompts are other data under the same settings)."""
-    collection = {k: v for k, v in asdict(settings).items() if k not in FIT_ONLY}
+    collection = {k: v for k, v in asdict(settings).items() if k not in FIT_ONLY + ("collect_dtype",)}
     recipe = {"prompts": PROMPT_RECIPE} if settings.data == "greedy" else {}
+    dtype = collection_dtype(model, settings)  # named only when it is not the target's own (older keys stay valid)
+    if dtype != model.get_input_embeddings().weight.dtype:
+        recipe["collect_dtype"] = dtype_name(dtype)
     return {"format": FORMAT, "target": target_fingerprint(model), **collection, **recipe}
 
 

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from ..progress import Progress
 from .eagle import EAGLE_INTERMEDIATE, EagleHead, head_config
+from .greedy import collection_dtype, dtype_name
 from .train import (
     IGNORE,
     Features,
@@ -165,6 +166,7 @@ def train_eagle(
         kind="eagle",
         heads=1,
         data=settings.data,
+        collect_dtype=dtype_name(collection_dtype(model, settings)),
         train_tokens=len(train.labels),
         heldout_tokens=len(heldout.labels),
         vocabulary=len(token_ids),

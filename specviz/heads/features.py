@@ -23,6 +23,7 @@ class TrainSettings:
     data: str = "greedy"  # the target's own greedy continuations (heads/greedy.py), or "text": teacher-forced source
     new_tokens: int = 256  # greedy: new tokens per prompt
     rows: int = 64  # greedy: prompts decoded at once
+    collect_dtype: str = "auto"  # greedy: the answers' precision (heads/greedy.py, collection_dtype)
 
 
 def default_epochs(kind: str) -> int:

@@ -30,9 +30,10 @@ from typing import Any
 import torch
 
 from ..batch import BatchCache, left_padded
+from ..fastpath import native_bfloat16
 from ..models import encode_text
 from ..progress import Progress
-from .features import IGNORE, Features
+from .features import IGNORE, Features, TrainSettings
 
 ASKS = (
     "Continue this code from Python's `{name}` module:\n```python\n{snippet}\n```",
@@ -144,6 +145,36 @@ def to_features(rows: list[tuple[list[int], torch.Tensor, list[int]]], heads: in
     )
 
 
+COLLECT_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def collection_dtype(model: Any, settings: TrainSettings) -> torch.dtype:
+    """The precision the greedy answers are decoded in. "auto": bfloat16 for a float32 target where bfloat16 runs
+    natively (its answers came 1.46x as fast here, 99% of its argmax the float32 target's: docs/DESIGN.md, "Draft
+    heads: Medusa and EAGLE"), else the target's own. Teacher-forced text is always read by the target itself."""
+    own = model.get_input_embeddings().weight.dtype
+    if settings.data != "greedy":
+        return own
+    if settings.collect_dtype != "auto":
+        return COLLECT_DTYPES[settings.collect_dtype]
+    return torch.bfloat16 if own == torch.float32 and native_bfloat16(model.device) else own
+
+
+@torch.inference_mode()
+def reread(model: Any, prompt: list[int], row: tuple[list[int], torch.Tensor, list[int]]) -> tuple:
+    """A row as `model` itself reads it: one teacher-forced pass over the prompt and the row's fed tokens (the
+    prompt ends with the first of them) gives model's own final hidden states and argmax guesses there."""
+    fed = row[0]
+    ids = torch.tensor([prompt + fed[1:]], device=model.device)
+    states = model.base_model(input_ids=ids, use_cache=False).last_hidden_state[0, -len(fed) :]
+    guesses = model.get_output_embeddings()(states).argmax(-1)
+    return fed, states.float().cpu(), guesses.tolist()
+
+
 def greedy_features(
     model: Any,
     prompts: list[list[int]],
@@ -168,10 +199,13 @@ def greedy_split(
     batch: int,
     stop_ids: frozenset[int],
     progress: Progress,
+    reader: Any | None = None,
 ) -> list[Features | None]:
     """Features of each prompt list's greedy continuations, until each has its budget of positions (or 95% of
     it). The lists share batches (a batch costs about the same whichever rows it holds): each batch takes from
-    every list the rows it still needs, assuming rows fill 80% of new_tokens, and half as many again."""
+    every list the rows it still needs, assuming rows fill 80% of new_tokens, and half as many again. With a
+    reader (the target, when `model` is a lower-precision copy of it), the rows of every list but the first
+    (the held-out answers) are re-read by it, so they hold the target's own states and guesses."""
     queues = [list(prompts) for prompts in prompt_lists]
     got: list[list] = [[] for _ in prompt_lists]
     total = max(1, sum(budgets))
@@ -190,9 +224,13 @@ def greedy_split(
             share = min(1.0, (done + written) / total)
             progress(f"greedy answers to {width} prompts at once, step {k}/{new_tokens}", share)
 
-        for (i, _), row in zip(
+        for (i, prompt), row in zip(
             group, greedy_rows(model, [p for _, p in group], new_tokens, stop_ids, step), strict=True
         ):
+            if reader is not None and i > 0:
+                written = sum(len(r[0]) for rows in got for r in rows)
+                progress(f"the target re-reads a held-out answer ({len(row[0])} tokens)", min(1.0, written / total))
+                row = reread(reader, prompt, row)
             got[i].append(row)
     progress("greedy continuations done", 1.0)
     return [to_features(rows, heads) if rows else None for rows in got]

@@ -15,6 +15,7 @@ RECORDED = {kind: ROOT / "assets" / "heads" / f"{kind}_cpu.json" for kind in ("m
 MAX_HEADS = 8
 MAX_CURVE = 20_000  # optimiser steps kept for the loss curve
 MAX_BYTES = 2_000_000
+COLLECT_DTYPES = ("float32", "bfloat16", "float16")  # heads/greedy.py, COLLECT_DTYPES
 DATA = {"greedy": "the target's own greedy answers", "text": "teacher-forced source code"}  # how it was collected
 
 
@@ -53,6 +54,9 @@ def check_report(data: Any) -> dict[str, Any]:
     data_kind = data.get("data", "text")  # reports from before the greedy data were all teacher-forced
     if data_kind not in DATA:
         raise ReportError(f"data must be one of {', '.join(DATA)}, got {data_kind!r}"[:200])
+    collect_dtype = data.get("collect_dtype", "float32")  # reports from before the field: float32 answers
+    if collect_dtype not in COLLECT_DTYPES:
+        raise ReportError(f"collect_dtype must be one of {', '.join(COLLECT_DTYPES)}, got {collect_dtype!r}"[:200])
     curve = data.get("curve", [])
     if not isinstance(curve, list) or len(curve) > MAX_CURVE:
         raise ReportError(f"curve must be a list of at most {MAX_CURVE} steps")
@@ -77,6 +81,7 @@ def check_report(data: Any) -> dict[str, Any]:
         "collect_seconds": _number(data.get("collect_seconds"), "collect_seconds", 0.0, 1e7),
         "train_seconds": _number(data.get("train_seconds"), "train_seconds", 0.0, 1e7),
         "data": data_kind,
+        "collect_dtype": collect_dtype,
         "curve": checked_curve,
         "where": str(data.get("where", ""))[:200],  # the machine and pair it was measured on (shown, escaped)
     }

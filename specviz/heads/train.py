@@ -22,10 +22,11 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import UserError
+from ..fastpath import low_precision_copy
 from ..progress import Progress
 from .data import data_key, data_path, load_data, save_data
 from .features import IGNORE, Features, TrainSettings
-from .greedy import greedy_split, training_prompts
+from .greedy import collection_dtype, dtype_name, greedy_split, training_prompts
 from .medusa import MEDUSA_DECAY, MedusaHeads
 
 
@@ -53,6 +54,7 @@ class TrainReport:
     where: str = ""  # the pair, device and date it was measured on
     kind: str = "medusa"  # or "eagle"
     data: str = "greedy"  # settings.data: what the features were collected from
+    collect_dtype: str = "float32"  # the precision the greedy answers were decoded in (greedy.collection_dtype)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -262,8 +264,14 @@ def collect_greedy(
             raise TrainError(f"no def or class to ask about among {len(chosen)} files ({name})")
         prompts.append(asked)
     progress = lambda m, f: report_to(f"collecting: {m}", 0.55 * f)  # noqa: E731
+    dtype = collection_dtype(model, settings)
+    collector = model
+    if dtype != model.get_input_embeddings().weight.dtype:
+        progress(f"a {dtype_name(dtype)} copy of the target decodes the answers", 0.0)
+        collector = low_precision_copy(model, dtype)
+    reader = None if collector is model else model  # the held-out answers, re-read by the target itself
     train, heldout = greedy_split(
-        model, prompts, settings.heads, budgets, settings.new_tokens, settings.rows, stop_ids, progress
+        collector, prompts, settings.heads, budgets, settings.new_tokens, settings.rows, stop_ids, progress, reader
     )
     return train, heldout
 
@@ -326,6 +334,7 @@ def train_medusa(
     report = TrainReport(
         heads=settings.heads,
         data=settings.data,
+        collect_dtype=dtype_name(collection_dtype(model, settings)),
         train_tokens=len(train.labels),
         heldout_tokens=len(heldout.labels),
         vocabulary=len(fitted.heads.token_ids),

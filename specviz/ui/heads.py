@@ -87,11 +87,17 @@ TREE_WORDS = (  # the Heads page's paragraph on the heads' token trees
 )
 
 
+def decoded_in(report: dict) -> str:
+    """Where the answers came from a lower-precision copy of the target: said beside the data."""
+    return "" if report["collect_dtype"] == "float32" else f" (decoded in {report['collect_dtype']})"
+
+
 def show_report(report: dict, recorded: bool) -> None:
     source = f"Recorded: {markup.md(report['where'])}" if recorded else "Trained in this session"
     count = f"{report['heads']} heads" if report["kind"] == "medusa" else "one layer"
     st.caption(
-        f"{source} · {count} · {report['train_tokens']:,} training tokens of {DATA[report['data']]}, "
+        f"{source} · {count} · {report['train_tokens']:,} training tokens of {DATA[report['data']]}"
+        f"{decoded_in(report)}, "
         f"{report['heldout_tokens']:,} held out · output vocabulary {report['vocabulary']:,} tokens · "
         f"target passes {report['collect_seconds']:.0f} s, training {report['train_seconds']:.0f} s"
     )
