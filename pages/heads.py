@@ -8,6 +8,7 @@ from specviz.heads.features import TrainSettings, default_epochs
 ui.page_guard()
 
 PAGE = "heads"
+TOKEN_CHOICES = [2000, 5000, 10000, 16000, 20000, 40000]
 k = ui.key
 
 st.html('<div class="sv-kicker">No second model</div>')
@@ -53,7 +54,7 @@ with form:
     c0, c1, c2, c3 = st.columns(4)
     kind = c0.radio("Train", ["medusa", "eagle"], key=k(PAGE, "kind"), format_func=lambda x: ui.HEAD_NAMES[x])
     heads = c1.slider("Medusa heads K", 1, 6, 4, key=k(PAGE, "count"), disabled=kind == "eagle")
-    tokens = c2.select_slider("Training tokens", [2000, 5000, 10000, 20000, 40000], 10000, key=k(PAGE, "tokens"))
+    tokens = c2.select_slider("Training tokens", TOKEN_CHOICES, TrainSettings.train_tokens, key=k(PAGE, "tokens"))
     epochs = c3.slider(  # each kind starts at its own default: EAGLE's fresh layer needs more passes
         "Epochs",
         1,
@@ -70,7 +71,8 @@ with form:
     )
     errors = st.container()
 
-train = TrainSettings(heads=heads, train_tokens=tokens, heldout_tokens=max(1000, tokens // 5), epochs=epochs)
+held_out = min(TrainSettings.heldout_tokens, max(1000, tokens // 5))  # as train-heads: its collection is reused
+train = TrainSettings(heads=heads, train_tokens=tokens, heldout_tokens=held_out, epochs=epochs)
 state = ui.run_section(
     PAGE,
     settings,

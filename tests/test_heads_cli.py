@@ -94,3 +94,17 @@ def test_each_kind_trains_for_its_own_number_of_epochs_unless_told():
     assert settings_from(parser.parse_args([])).epochs == 4
     assert settings_from(parser.parse_args(["--kind", "eagle"])).epochs == EAGLE_EPOCHS > 4
     assert settings_from(parser.parse_args(["--kind", "eagle", "--epochs", "2"])).epochs == 2
+
+
+def test_the_collection_dtype_is_auto_unless_told_and_only_known_ones_are_taken():
+    import argparse
+
+    from specviz.heads.cli import add_arguments, settings_from
+
+    parser = argparse.ArgumentParser()
+    parser.exit_on_error = False
+    add_arguments(parser)
+    assert settings_from(parser.parse_args([])).collect_dtype == "auto"
+    assert settings_from(parser.parse_args(["--collect-dtype", "float32"])).collect_dtype == "float32"
+    with pytest.raises(argparse.ArgumentError):
+        parser.parse_args(["--collect-dtype", "int8"])

@@ -13,7 +13,7 @@ EAGLE_EPOCHS = 16  # a fresh decoder layer needs more passes than Medusa's zero-
 @dataclass(frozen=True)
 class TrainSettings:
     heads: int = 4
-    train_tokens: int = 10_000
+    train_tokens: int = 16_000  # one batch of 64 answers and a smaller second one (docs/DESIGN.md)
     heldout_tokens: int = 2_000
     chunk: int = 512  # tokens per teacher-forced forward
     epochs: int = 4
