@@ -173,7 +173,7 @@ def native_bfloat16(device: torch.device) -> bool:
 
 def dense_weight(model: nn.Module, name: str, dtype: torch.dtype) -> torch.Tensor:
     """The parameter `name` of model as a plain tensor in dtype (a new one), a prepacked Linear's weight unpacked
-    straight into dtype (exact, and about 3x faster than unpacking to float32 and converting)."""
+    straight into dtype (exact, and faster than unpacking to float32 first)."""
     module_name, _, attribute = name.rpartition(".")
     module = model.get_submodule(module_name)
     if isinstance(module, PrepackedLinear) and attribute == "weight":

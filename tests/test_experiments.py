@@ -264,9 +264,10 @@ def test_the_heads_experiments_numbers_are_the_recorded_trainings():
     assert experiments.by_id("heads_medusa_k").values["heads.count"] == medusa["heads"]
 
     both = experiments.by_id("heads_medusa_eagle")
-    # "a little ahead": EAGLE above Medusa by about the 0.016 that another seed moved EAGLE's top-1 by, not more
+    # "ahead" by about twice the 0.016 that another seed moved EAGLE's top-1 by ("a little ahead" below 0.025)
     # (docs/DESIGN.md, "Draft heads: Medusa and EAGLE")
-    assert 0 < eagle["top1"][0] - medusa["top1"][0] < 0.025 and "EAGLE a little ahead here" in both.observe
+    gap = eagle["top1"][0] - medusa["top1"][0]
+    assert 0.025 <= gap < 0.05 and "EAGLE ahead here" in both.observe and "about twice what another seed" in both.observe
     assert f"head 1 is right {top1[0]} of the time (top-5 {pct(medusa['top5'][0])})" in both.observe
     assert f"EAGLE head is right {pct(eagle['top1'][0])} of the time (top-5 {pct(eagle['top5'][0])})" in both.observe
     assert medusa["train_tokens"] == eagle["train_tokens"] and f"same {eagle['train_tokens']:,} tokens" in both.observe

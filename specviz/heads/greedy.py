@@ -154,8 +154,8 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 def collection_dtype(model: Any, settings: TrainSettings) -> torch.dtype:
     """The precision the greedy answers are decoded in. "auto": bfloat16 for a float32 target where bfloat16 runs
-    natively (its answers came 1.46x as fast here, 99% of its argmax the float32 target's: docs/DESIGN.md, "Draft
-    heads: Medusa and EAGLE"), else the target's own. Teacher-forced text is always read by the target itself."""
+    natively (faster, with nearly the same argmax: docs/DESIGN.md, "Draft heads: Medusa and EAGLE"), else the
+    target's own. Teacher-forced text is always read by the target itself."""
     own = model.get_input_embeddings().weight.dtype
     if settings.data != "greedy":
         return own
