@@ -3,7 +3,7 @@
 import streamlit as st
 
 from specviz import ui
-from specviz.heads.features import TrainSettings, default_epochs
+from specviz.heads.features import TrainSettings, default_epochs, heldout_budget
 
 ui.page_guard()
 
@@ -71,8 +71,7 @@ with form:
     )
     errors = st.container()
 
-held_out = min(TrainSettings.heldout_tokens, max(1000, tokens // 5))  # as train-heads: its collection is reused
-train = TrainSettings(heads=heads, train_tokens=tokens, heldout_tokens=held_out, epochs=epochs)
+train = TrainSettings(heads=heads, train_tokens=tokens, heldout_tokens=heldout_budget(tokens), epochs=epochs)
 state = ui.run_section(
     PAGE,
     settings,

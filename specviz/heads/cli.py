@@ -11,6 +11,7 @@ from ..errors import UserError
 from ..progress import ConsoleProgress
 from .eagle_train import train_eagle
 from .features import EAGLE_EPOCHS, default_epochs
+from .report import COLLECT_DTYPES
 from .store import HeadsError, heads_path, load_heads, save_heads, target_fingerprint
 from .train import TrainSettings, TrainStep, train_medusa
 
@@ -47,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rows", type=int, default=defaults.rows, help="greedy: prompts decoded at once")
     parser.add_argument(
         "--collect-dtype",
-        choices=["auto", "float32", "bfloat16", "float16"],
+        choices=["auto", *COLLECT_DTYPES],
         default=defaults.collect_dtype,
         help="greedy: the precision the answers are decoded in; auto: bfloat16 for a float32 target where it runs "
         "natively (a GPU, or a CPU with AVX512-BF16 or AMX), else the target's own. The held-out answers are "

@@ -35,7 +35,7 @@ def data_key(model: Any, settings: TrainSettings) -> dict:
     collection = {k: v for k, v in asdict(settings).items() if k not in FIT_ONLY + ("collect_dtype",)}
     recipe = {"prompts": PROMPT_RECIPE} if settings.data == "greedy" else {}
     dtype = collection_dtype(model, settings)  # named only when it is not the target's own (older keys stay valid)
-    if dtype != model.get_input_embeddings().weight.dtype:
+    if dtype != model.dtype:
         recipe["collect_dtype"] = dtype_name(dtype)
     return {"format": FORMAT, "target": target_fingerprint(model), **collection, **recipe}
 

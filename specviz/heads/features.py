@@ -26,6 +26,12 @@ class TrainSettings:
     collect_dtype: str = "auto"  # greedy: the answers' precision (heads/greedy.py, collection_dtype)
 
 
+def heldout_budget(train_tokens: int) -> int:
+    """Held-out tokens for a training of train_tokens (the Heads page): a fifth of them, at least 1,000 and at most
+    TrainSettings' default, so a training at the default size reads back train-heads' cached collection."""
+    return min(TrainSettings.heldout_tokens, max(1000, train_tokens // 5))
+
+
 def default_epochs(kind: str) -> int:
     """Passes over the data when none are asked for: EAGLE_EPOCHS for the EAGLE head, TrainSettings' for Medusa."""
     return EAGLE_EPOCHS if kind == "eagle" else TrainSettings.epochs

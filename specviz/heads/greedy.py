@@ -34,6 +34,7 @@ from ..fastpath import native_bfloat16
 from ..models import encode_text
 from ..progress import Progress
 from .features import IGNORE, Features, TrainSettings
+from .report import COLLECT_DTYPES
 
 ASKS = (
     "Continue this code from Python's `{name}` module:\n```python\n{snippet}\n```",
@@ -145,7 +146,7 @@ def to_features(rows: list[tuple[list[int], torch.Tensor, list[int]]], heads: in
     )
 
 
-COLLECT_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPES = {name: getattr(torch, name) for name in COLLECT_DTYPES}
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -156,22 +157,27 @@ def collection_dtype(model: Any, settings: TrainSettings) -> torch.dtype:
     """The precision the greedy answers are decoded in. "auto": bfloat16 for a float32 target where bfloat16 runs
     natively (faster, with nearly the same argmax: docs/DESIGN.md, "Draft heads: Medusa and EAGLE"), else the
     target's own. Teacher-forced text is always read by the target itself."""
-    own = model.get_input_embeddings().weight.dtype
     if settings.data != "greedy":
-        return own
+        return model.dtype
     if settings.collect_dtype != "auto":
-        return COLLECT_DTYPES[settings.collect_dtype]
-    return torch.bfloat16 if own == torch.float32 and native_bfloat16(model.device) else own
+        return DTYPES[settings.collect_dtype]
+    return torch.bfloat16 if model.dtype == torch.float32 and native_bfloat16(model.device) else model.dtype
 
 
 @torch.inference_mode()
+def teacher_forced(model: Any, ids: list[int], last: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """One forward over ids without a cache: model's final hidden states and their argmax (a_t, its guess for
+    x_{t+1}), at every position or at the `last` ones only (the LM head runs on those alone)."""
+    states = model.base_model(input_ids=torch.tensor([ids], device=model.device), use_cache=False).last_hidden_state[0]
+    states = states if last is None else states[-last:]
+    return states, model.get_output_embeddings()(states).argmax(-1)
+
+
 def reread(model: Any, prompt: list[int], row: tuple[list[int], torch.Tensor, list[int]]) -> tuple:
     """A row as `model` itself reads it: one teacher-forced pass over the prompt and the row's fed tokens (the
     prompt ends with the first of them) gives model's own final hidden states and argmax guesses there."""
     fed = row[0]
-    ids = torch.tensor([prompt + fed[1:]], device=model.device)
-    states = model.base_model(input_ids=ids, use_cache=False).last_hidden_state[0, -len(fed) :]
-    guesses = model.get_output_embeddings()(states).argmax(-1)
+    states, guesses = teacher_forced(model, prompt + fed[1:], last=len(fed))
     return fed, states.float().cpu(), guesses.tolist()
 
 

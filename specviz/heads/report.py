@@ -15,7 +15,7 @@ RECORDED = {kind: ROOT / "assets" / "heads" / f"{kind}_cpu.json" for kind in ("m
 MAX_HEADS = 8
 MAX_CURVE = 20_000  # optimiser steps kept for the loss curve
 MAX_BYTES = 2_000_000
-COLLECT_DTYPES = ("float32", "bfloat16", "float16")  # heads/greedy.py, COLLECT_DTYPES
+COLLECT_DTYPES = ("float32", "bfloat16", "float16")  # the greedy answers' precisions (heads/greedy.py, torch names)
 DATA = {"greedy": "the target's own greedy answers", "text": "teacher-forced source code"}  # how it was collected
 
 

@@ -26,7 +26,7 @@ from ..fastpath import low_precision_copy
 from ..progress import Progress
 from .data import data_key, data_path, load_data, save_data
 from .features import IGNORE, Features, TrainSettings
-from .greedy import collection_dtype, dtype_name, greedy_split, training_prompts
+from .greedy import collection_dtype, dtype_name, greedy_split, teacher_forced, training_prompts
 from .medusa import MEDUSA_DECAY, MedusaHeads
 
 
@@ -93,12 +93,10 @@ def token_chunks(tokenizer: Any, files: list[Path], tokens: int, chunk: int) -> 
 def collect(model: Any, chunks: list[list[int]], count: int, progress: Progress) -> Features:
     """Teacher-forced target passes: final hidden states and the labels of each head (see the module docstring)."""
     hidden, labels, flat = [], [], []
-    lm_head = model.get_output_embeddings()
     for i, ids in enumerate(chunks):
         progress(f"target pass {i + 1}/{len(chunks)}", i / max(1, len(chunks)))
-        input_ids = torch.tensor([ids], device=model.device)
-        states = model.base_model(input_ids=input_ids, use_cache=False).last_hidden_state[0]
-        guesses = lm_head(states).argmax(-1).cpu()  # a_t, the target's guess for x_{t+1}
+        states, guesses = teacher_forced(model, ids)
+        guesses = guesses.cpu()
         shifted = torch.full((len(ids), count), IGNORE, dtype=torch.long)
         for k in range(1, count + 1):  # head k at t: a_{t+k}
             shifted[: len(ids) - k, k - 1] = guesses[k:]
@@ -266,7 +264,7 @@ def collect_greedy(
     progress = lambda m, f: report_to(f"collecting: {m}", 0.55 * f)  # noqa: E731
     dtype = collection_dtype(model, settings)
     collector = model
-    if dtype != model.get_input_embeddings().weight.dtype:
+    if dtype != model.dtype:
         progress(f"a {dtype_name(dtype)} copy of the target decodes the answers", 0.0)
         collector = low_precision_copy(model, dtype)
     reader = None if collector is model else model  # the held-out answers, re-read by the target itself
