@@ -37,6 +37,7 @@ class Draft:
     from_lookahead: tuple[bool, ...] = ()  # per token: its q row came from a forward over lookup guesses
     source: str = ""  # who drafted, for drafters that choose: "traffic", "model" or "both" (traffic.py)
     tree: tuple[TreeNode, ...] = ()  # off-chain candidates (draft heads): a node at depth k is drawn from q[k - 1]
+    choice_seconds: float = 0.0  # a choosing drafter's own work (lookup, choice), outside any model's forwards
 
 
 class Drafter(Protocol):

@@ -96,6 +96,9 @@ class RoundEvent:
     # A tree draft's off-chain candidates (draft heads with alternatives): the accepted ones form the path the walk
     # took after leaving the chain, each appended in turn; then the next token follows the last of them.
     tree: tuple[TreeToken, ...] = ()
+    # The controller's own work this round, inside draft_seconds: its traffic lookup and its choice (and the previous
+    # round's bookkeeping), outside the draft model's forwards; 0 for the other drafters.
+    choice_seconds: float = 0.0
 
     @property
     def kept_alternative(self) -> DraftedToken | None:

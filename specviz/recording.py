@@ -83,6 +83,7 @@ def round_event(done: Round, *, index: int, elapsed: float, record_top: int, tex
         alternatives=_branch(done, text),
         draft_source=draft.source,
         tree=_tree(done, text),
+        choice_seconds=draft.choice_seconds,
     )
 
 

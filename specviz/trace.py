@@ -92,6 +92,7 @@ _ROUND = Record(
         "alternatives": Many(_DRAFTED, MAX_ALTERNATIVES),
         "draft_source": Choice(get_args(DraftSource)),
         "tree": Many(_TREE, MAX_TREE_NODES),
+        "choice_seconds": _SECONDS,
     },
 )
 _STEP = Record(

@@ -191,6 +191,7 @@ class ControllerDrafter:
         self._shadow: tuple[int, ...] = ()  # the traffic proposal of the round, checked in rollback
         self._model_part: tuple[int, list[int]] | None = None  # (offset, model tokens) of the round's draft
         self._model_seconds = 0.0  # the draft model's time in the round, for learn
+        self._carried = 0.0  # own work since the last draft (rollback, learn): counted in the next one's
 
     @property
     def cache_length(self) -> int:
@@ -200,7 +201,15 @@ class ControllerDrafter:
         self.model.prefill(ids)
 
     def propose(self, committed, gamma, warpers, generator, greedy, confidence) -> Draft:
+        entered = time.perf_counter()
+        draft = self._propose(committed, gamma, warpers, generator, greedy, confidence)
+        own = time.perf_counter() - entered - self._model_seconds + self._carried
+        self._carried = 0.0
+        return replace(draft, choice_seconds=own)
+
+    def _propose(self, committed, gamma, warpers, generator, greedy, confidence) -> Draft:
         self._start = len(committed)
+        self._model_seconds = 0.0
         proposal = self.traffic.suggest(committed, gamma)
         self._bucket = match_bucket(proposal.match_length)
         rates = self.memory.traffic_rates[self._bucket]
@@ -234,6 +243,7 @@ class ControllerDrafter:
         )
 
     def rollback(self, committed: list[int]) -> None:
+        entered = time.perf_counter()
         new = committed[self._start :]
         accepted, checked = agreeing(self._shadow, new)
         self.memory.traffic_rates[self._bucket].observe(accepted, checked)
@@ -243,10 +253,13 @@ class ControllerDrafter:
             if new[:offset] == list(self._shadow[:offset]):  # the model's tokens were reached
                 self.memory.model_rate.observe(*agreeing(ids, new[offset:]))
         self._shadow = ()  # a plain round (no propose) comes next at times: nothing of this one is checked again
+        self._carried += time.perf_counter() - entered
         self.model.rollback(committed)
 
     def learn(self, cost: RoundCost) -> None:
         """The round's seconds join the cost model (the engine calls this after each round, beside the schedule)."""
+        entered = time.perf_counter()
         model_tokens = len(self._model_part[1]) if self._model_part else 0
         self.memory.costs.learn(cost, model_tokens, self._model_seconds)
         self._model_part, self._model_seconds = None, 0.0
+        self._carried += time.perf_counter() - entered

@@ -305,3 +305,23 @@ def test_the_scaling_script_cuts_whole_answers():
     assert half.lengths == (5, 3) and torch.equal(half.ids, torch.arange(8)) and half.hidden.shape == (8, 2)
     assert first_answers(features, 1).lengths == lengths
     assert first_answers(features, 8).lengths == (5,)  # at least one whole answer
+
+
+def test_the_online_script_grows_the_vocabulary_without_changing_the_heads_on_the_old_one():
+    from scripts.heads_online import grown, traffic_hits
+    from specviz.suffix import TrafficStore
+
+    pair = tiny_pair("abcde", seed=1)
+    heads = random_heads(pair, count=2, keep=[0, 1, 3])
+    same = grown(pair.target, heads, torch.tensor([0, 3, IGNORE]), frozenset())
+    assert same is heads  # nothing new in the labels
+    bigger = grown(pair.target, heads, torch.tensor([[4, IGNORE], [1, 2]]), frozenset({5}))
+    assert bigger.token_ids.tolist() == [0, 1, 2, 3, 4, 5]
+    hidden = torch.randn(3, pair.target.config.hidden_size)
+    old, new = heads.full_logits(hidden[0]), bigger.full_logits(hidden[0])
+    assert torch.allclose(new[:, [0, 1, 3]], old[:, [0, 1, 3]])  # same blocks, same rows: same logits
+    assert torch.isfinite(new[:, [2, 4, 5]]).all() and torch.isinf(old[:, [2, 4, 5]]).all()
+    store = TrafficStore()
+    store.add([7, 1, 2, 3, 1, 2, 3])
+    assert traffic_hits(store, frozenset(), [7], [1, 2, 3]) == 1.0  # each next token is the stored continuation
+    assert traffic_hits(TrafficStore(), frozenset(), [7], [1, 2, 3]) == 0.0  # nothing to match: no proposal

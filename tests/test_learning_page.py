@@ -53,6 +53,7 @@ def test_the_recorded_curve_shows_at_once(monkeypatch, recorded):
     labels = [m.label for m in at.metric]
     assert "controller: accepted/round, first 3" in labels and "traffic store" in labels
     assert any("traffic changes at request 3" in c.value for c in at.caption)  # the phase switch
+    assert any("controller's own work" in c.value and "ms per round" in c.value for c in at.caption)
 
 
 def test_a_missing_recording_is_said(monkeypatch, tmp_path):

@@ -342,3 +342,56 @@ def test_same_repeat_ratio_is_the_median_of_each_repeats_ratio_and_0_without_a_r
 
     assert same_repeat_ratio(runs(2.0, 3.0, 9.0), runs(2.0, 2.0, 3.0)) == pytest.approx(1.5)  # of 1, 1.5 and 3
     assert same_repeat_ratio(runs(2.0, 3.0), runs(2.0, 0.0)) == 0.0  # a run that decoded nothing: no ratio
+
+
+def test_the_controller_times_its_own_work_apart_from_the_models(pair, prompt_ids, monkeypatch):
+    """choice_seconds is the controller's lookup and choice only: a draft model slowed by 30 ms a call leaves it
+    far below 30 ms while the round's draft time holds the 30 ms; other drafters record none."""
+    import time
+
+    from specviz.drafters import ModelDrafter
+
+    slow = ModelDrafter.propose
+
+    def slowed(self, *args, **kwargs):
+        time.sleep(0.03)
+        return slow(self, *args, **kwargs)
+
+    monkeypatch.setattr(ModelDrafter, "propose", slowed)
+    config = SpecConfig(gamma=4, drafter="controller", max_new_tokens=16)
+    rounds, _ = run_to_end(speculative_generate(pair, prompt_ids, config, traffic=TrafficStore()))
+    by_model = [r for r in rounds if r.draft_source == "model"]
+    assert by_model and all(0 < r.choice_seconds < 0.01 and r.draft_seconds >= 0.03 for r in by_model)
+    model_rounds, _ = run_to_end(speculative_generate(pair, prompt_ids, replace(config, drafter="model")))
+    assert all(r.choice_seconds == 0.0 for r in model_rounds)
+
+
+def test_choice_work_bounds_the_ratio_only_where_the_rounds_were_the_models():
+    from specviz.bench.stream import choice_work
+
+    def row(choice: float, seconds: float, same: bool) -> dict:
+        return {
+            "controller": {"choice_seconds": choice, "seconds": seconds, "rounds": 10},
+            "controller_same_rounds": same,
+        }
+
+    work = choice_work([row(0.01, 2.0, True), row(0.02, 2.0, True), row(0.5, 2.0, False)])
+    assert work["controller_same_rounds"] == 2 and work["controller_timed"] == 3
+    assert work["controller_over_model_by_work"] == pytest.approx(0.99)  # 1 - 0.02 / 2; the third ran other rounds
+    assert work["controller_choice_share_max"] == pytest.approx(0.25)
+    assert work["controller_choice_ms_per_round"] == pytest.approx(1000 * 0.53 / 30)
+    assert choice_work([row(0.5, 2.0, False)])["controller_over_model_by_work"] is None
+    old = {"controller": {"rounds": 3, "seconds": 1.0}}  # a result written before the field
+    assert choice_work([old]) == {}
+
+
+def test_same_rounds_compares_what_was_drafted_and_committed(pair, prompt_ids):
+    from specviz.bench.stream import same_rounds
+
+    config = SpecConfig(gamma=4, max_new_tokens=16)
+    first, _ = run_to_end(speculative_generate(pair, prompt_ids, config))
+    again, _ = run_to_end(speculative_generate(pair, prompt_ids, config))
+    rounds = [r for r in first if hasattr(r, "drafted")]
+    assert same_rounds(rounds, [r for r in again if hasattr(r, "drafted")])
+    shorter = replace(rounds[0], drafted=rounds[0].drafted[:-1])
+    assert not same_rounds(rounds, [shorter, *rounds[1:]]) and not same_rounds(rounds, rounds[:-1])

@@ -135,6 +135,20 @@ def same_repeat_ratio(runs: list, against: list) -> float:
     return statistics.median(a / b for a, b in pairs)
 
 
+def _rounds(run: tuple[list, Any]) -> list[RoundEvent]:
+    return [r for r in run[0] if isinstance(r, RoundEvent)]
+
+
+def same_rounds(rounds: list[RoundEvent], against: list[RoundEvent]) -> bool:
+    """Both runs drafted the same tokens and committed the same ones, round by round: then they did the same work,
+    but for what a choosing drafter spends on its choice (RoundEvent.choice_seconds)."""
+
+    def work(rs: list[RoundEvent]) -> list[tuple]:
+        return [(tuple(d.id for d in r.drafted), r.appended) for r in rs]
+
+    return work(rounds) == work(against)
+
+
 def run_request(
     pair, ids: list[int], config: SpecConfig, store: TrafficStore, repeats: int = 1, aggregate: str = "min"
 ) -> dict[str, Any]:
@@ -145,16 +159,21 @@ def run_request(
     base = runs["baseline"][shown][1]
     row: dict[str, Any] = {"prompt_tokens": len(ids), "new_tokens": base.new_tokens, "repeats": max(1, repeats)}
     row["baseline"] = {"tokens_per_second": base_rate, "seconds": base.seconds}
+    kept: dict[str, list[RoundEvent]] = {}
     for drafter in DRAFTERS:
         if config.greedy and any(summary.token_ids != base.token_ids for _, summary in runs[drafter]):
             raise StreamMismatch(f"the {drafter} drafter's greedy output differs from the target alone's")
         rate, shown = _rate(runs[drafter], aggregate)
-        metrics = acceptance_metrics([r for r in runs[drafter][shown][0] if isinstance(r, RoundEvent)])
+        kept[drafter] = _rounds(runs[drafter][shown])
+        metrics = acceptance_metrics(kept[drafter])
+        metrics["seconds"] = runs[drafter][shown][1].seconds
+        metrics["choice_seconds"] = sum(r.choice_seconds for r in kept[drafter])
         metrics["tokens_per_second"] = rate
         metrics["speedup"] = rate / base_rate if base_rate else 0.0
         metrics["repeat_speedups"] = [s.tokens_per_second / base_rate if base_rate else 0.0 for _, s in runs[drafter]]
         row[drafter] = metrics
     row["controller_over_model_paired"] = same_repeat_ratio(runs["controller"], runs["model"])
+    row["controller_same_rounds"] = same_rounds(kept["controller"], kept["model"])
     store.add(ids + list(base.token_ids))  # the request joins the traffic: later requests draft from it
     row["store"] = {"requests": store.requests, "tokens": store.tokens}
     return row
@@ -233,10 +252,30 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     out["controller_over_model_min"] = min(ratios, default=0.0)
     paired = [r["controller_over_model_paired"] for r in rows if "controller_over_model_paired" in r]
     out["controller_over_model_min_paired"] = min(paired, default=0.0)  # absent in results written before it
+    out.update(choice_work(rows))
     drift = next((i for i in range(1, len(rows)) if rows[i]["phase"] != rows[i - 1]["phase"]), None)
     if drift is not None:
         out["drift"] = drift_recovery(rows, drift)
     return out
+
+
+def choice_work(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The controller's own work (its lookup and choice): per round, and as a share of each request's run. Where it
+    ran the draft model's very rounds (controller_same_rounds), it did the model's work plus that share, so its
+    ratio to the model is 1 - share but for the machine's noise: the floor without the noise of two timings."""
+    timed = [r for r in rows if "choice_seconds" in r["controller"] and r["controller"].get("seconds")]
+    if not timed:
+        return {}  # a result written before the field
+    share = {id(r): r["controller"]["choice_seconds"] / r["controller"]["seconds"] for r in timed}
+    same = [r for r in timed if r.get("controller_same_rounds")]
+    rounds = sum(r["controller"]["rounds"] for r in timed)
+    return {
+        "controller_choice_ms_per_round": 1000 * sum(r["controller"]["choice_seconds"] for r in timed) / max(1, rounds),
+        "controller_choice_share_max": max(share.values()),
+        "controller_same_rounds": len(same),
+        "controller_timed": len(timed),
+        "controller_over_model_by_work": min((1 - share[id(r)] for r in same), default=None),
+    }
 
 
 def drift_recovery(rows: list[dict[str, Any]], drift: int) -> dict[str, Any]:
@@ -297,6 +336,8 @@ def format_stream(rows: list[dict[str, Any]], summary: dict[str, Any]) -> str:
             "controller / draft model, median over the repeats of each repeat's ratio: lowest single request "
             f"{summary['controller_over_model_min_paired']:.2f}x"
         )
+    if "controller_choice_share_max" in summary:
+        lines.append(_choice_line(summary))
     if "drift" in summary:
         d = summary["drift"]
         first = max(1, d["at"] - WINDOW + 1)
@@ -313,3 +354,17 @@ def format_stream(rows: list[dict[str, Any]], summary: dict[str, Any]) -> str:
             else "back within 10% and staying: not within the stream"
         )
     return "\n".join(lines)
+
+
+def _choice_line(summary: dict[str, Any]) -> str:
+    """The controller's own work and, where its rounds were the draft model's, the ratio that work alone allows."""
+    ms, share = summary["controller_choice_ms_per_round"], 100 * summary["controller_choice_share_max"]
+    line = f"controller's own work (traffic lookup, choice): {ms:.2f} ms per round, at most {share:.2f}% of a request"
+    by_work = summary["controller_over_model_by_work"]
+    if by_work is None:
+        return line + "; it ran the draft model's rounds on no request"
+    same, timed = summary["controller_same_rounds"], summary["controller_timed"]
+    return line + (
+        f"\ncontroller / draft model by that work, on the {same} of {timed} requests where it ran the draft model's "
+        f"very rounds: lowest {by_work:.3f}x"
+    )

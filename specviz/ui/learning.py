@@ -64,6 +64,8 @@ def learning_view(rows: list[dict[str, Any]], summary: dict[str, Any], chart_key
         c2.metric("traffic store", f"{store['requests']} req · {store['tokens']:,} tok")
         hits = sum(r["store"]["hit_rate"] for r in rows) / len(rows)
         st.caption(f"Store hit rate (drafts that found a match in earlier requests), mean over requests: {hits:.0%}")
+        if "controller_choice_ms_per_round" in summary:  # results written before the field lack it
+            st.caption(choice_words(summary))
         if "drift" in summary:
             d = summary["drift"]
             st.caption(
@@ -72,6 +74,22 @@ def learning_view(rows: list[dict[str, Any]], summary: dict[str, Any], chart_key
                 f"{ROLLING} requests " + recovery_words(d.get("first_back_after"), d["recovered_after"])
             )
         st.markdown(EXPLANATION)
+
+
+def choice_words(summary: dict[str, Any]) -> str:
+    """What the controller's choosing costs, and where it ran the draft model's rounds what that allows."""
+    ms, share = summary["controller_choice_ms_per_round"], summary["controller_choice_share_max"]
+    words = (
+        f"The controller's own work (its traffic lookup and choice) took {ms:.2f} ms per round, at most {share:.2%} "
+        "of a request's time."
+    )
+    if summary["controller_over_model_by_work"] is not None:
+        words += (
+            f" On the {summary['controller_same_rounds']} of {summary['controller_timed']} requests where it ran the "
+            f"draft model's very rounds, that work alone puts it at {summary['controller_over_model_by_work']:.3f}× "
+            "the draft model: any larger gap between the two there is the machine's timing noise."
+        )
+    return words
 
 
 def recovery_words(first: int | None, stays: int | None) -> str:
