@@ -110,6 +110,7 @@ def test_step_through_shows_the_controllers_choice(monkeypatch, recorded):
     page = "\n".join(h.value for h in at.html)
     assert "· source " in page
     assert any("**Source:" in m.value for m in at.markdown)
+    assert any("Choosing (the traffic lookup and the choice) took" in m.value for m in at.markdown)
 
 
 def test_forget_empties_the_traffic_store(monkeypatch, recorded):

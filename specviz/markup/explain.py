@@ -72,6 +72,11 @@ def explain_round(event: RoundEvent, greedy: bool) -> str:
     ]
     if event.draft_source in SOURCE_WORDS:
         parts.append(SOURCE_WORDS[event.draft_source])
+    if event.choice_seconds > 0:  # a controller round: what choosing cost, beside what drafting did
+        parts.append(
+            f"Choosing (the traffic lookup and the choice) took {md_fmt(1000 * event.choice_seconds, '.2f')} ms of "
+            f"this round's {md_fmt(1000 * event.draft_seconds, '.1f')} ms draft phase."
+        )
     shared = sum(bool(d.from_lookahead) for d in event.drafted)
     if shared:
         forwards = md(event.draft_forwards)
