@@ -13,10 +13,14 @@ guesses (x_{T+1} with x_T known, the state at x_{T-1}):
   no proposal counts as a miss);
 - draft: the draft model's argmax.
 
+With --decode, each request is also decoded through the real loop before it joins (32 new tokens, the stream
+bench's settings): the target alone, the draft model, and the medusa drafter with the static and with the online
+heads; their accepted tokens per round and speed-ups follow each line (greedy outputs checked equal).
+
 Prints one line per request and the means over the first and last 5 requests of each phase
 (docs/DESIGN.md, "Online distillation of the Medusa heads (tried; measured, not wired in)").
 
-    .venv/bin/python scripts/heads_online.py [--stream assets/streams/inventory_drift.json] [--new-tokens 32]
+    PYTHONPATH=. .venv/bin/python scripts/heads_online.py [--stream assets/streams/inventory_drift.json] [--decode]
 """
 
 from __future__ import annotations
@@ -24,10 +28,14 @@ from __future__ import annotations
 import argparse
 import copy
 import time
+from dataclasses import replace
 
 import torch
 
 from specviz.bench.stream import load_stream
+from specviz.config import SpecConfig
+from specviz.engine import autoregressive_generate, run_to_end, speculative_generate
+from specviz.heads import use_heads
 from specviz.heads.features import Features, TrainSettings
 from specviz.heads.greedy import greedy_rows, teacher_forced, to_features
 from specviz.heads.medusa import MedusaHeads
@@ -37,6 +45,7 @@ from specviz.models import PairSpec, load_pair
 from specviz.progress import ConsoleProgress
 from specviz.runs import encode
 from specviz.suffix import TrafficStore
+from specviz.trace import RoundEvent
 from specviz.traffic import TrafficDrafter
 
 
@@ -74,17 +83,35 @@ def draft_hits(draft, prompt: list[int], answer: list[int]) -> float:
     return sum(int(g) == a for g, a in zip(guesses.tolist(), answer[1:], strict=True)) / max(1, len(answer) - 1)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stream", default="assets/streams/inventory_drift.json")
-    parser.add_argument("--new-tokens", type=int, default=32)
-    parser.add_argument("--epochs", type=int, default=2, help="passes over the served answers after each request")
-    parser.add_argument("--lr", type=float, default=1e-3)
-    args = parser.parse_args()
-    pair = load_pair(PairSpec(), progress=ConsoleProgress())
-    width = pair.target.config.get_text_config().vocab_size
-    static, _ = load_heads(pair.target, width)
-    static.eval()
+# The stream bench's tuned settings (docs/DESIGN.md, "Measured"), greedy, the prompt pass not timed.
+DECODE = SpecConfig(
+    gamma=6, schedule="auto", gamma_max=16, draft_confidence=0.7, lookahead=8, alternatives=2, fuse_prompt=False
+)
+
+
+def decoded(pair, prompt: list[int], heads: dict[str, MedusaHeads], new_tokens: int) -> dict[str, tuple]:
+    """(accepted per round, speed-up over the target alone) of the draft model and of medusa with each set of heads,
+    on one request through the real loop; every greedy output must be the target's."""
+    config = replace(DECODE, max_new_tokens=new_tokens)
+    _, base = run_to_end(autoregressive_generate(pair, prompt, config))
+    runs = {"model": None, **heads}
+    out = {}
+    for name, installed in runs.items():
+        if installed is not None:
+            use_heads(pair.target, installed)
+        events, summary = run_to_end(
+            speculative_generate(pair, prompt, replace(config, drafter="model" if installed is None else "medusa"))
+        )
+        if summary.token_ids != base.token_ids:
+            raise AssertionError(f"{name}: the greedy output differs from the target alone's")
+        rounds = [e for e in events if isinstance(e, RoundEvent)]
+        out[name] = (summary.accepted / max(1, len(rounds)), summary.tokens_per_second / base.tokens_per_second)
+    return out
+
+
+def replay(pair, static: MedusaHeads, args: argparse.Namespace) -> list[dict]:
+    """Every request in order: scored (and with --decode decoded) before it joins; then the online heads are fit on
+    every answer served so far and the traffic store learns it. One printed line per request."""
     _, requests = load_stream(args.stream)
     prompts = [encode(pair, r.prompt) for r in requests]
     started = time.perf_counter()
@@ -94,18 +121,21 @@ def main() -> int:
     online = copy.deepcopy(static)  # fine-tuned from here; `static` never changes
     served: list[Features] = []
     store = TrafficStore()
-    print("request phase    static online traffic draft   (top-1 of x_{T+1}; heads 1-4 online)   fit s")
+    print("request phase    static online traffic draft   (top-1 of x_{T+1}; heads 1-4 online)   fit s   decoded")
     results = []
     for i, (request, prompt, row) in enumerate(zip(requests, prompts, rows, strict=True)):
-        features = to_features([row], static.count)
-        answer = row[2]
+        features, answer = to_features([row], static.count), row[2]
         online.eval()
-        scores = (
-            accuracy(static, features, static.token_ids, 1)[0],
-            accuracy(online, features, online.token_ids, 1),
-            traffic_hits(store, pair.eos_ids, prompt, answer),
-            draft_hits(pair.draft, prompt, answer),
-        )
+        heads = accuracy(online, features, online.token_ids, 1)
+        result = {
+            "phase": request.phase,
+            "static": accuracy(static, features, static.token_ids, 1)[0],
+            "online": heads[0],
+            "traffic": traffic_hits(store, pair.eos_ids, prompt, answer),
+            "draft": draft_hits(pair.draft, prompt, answer),
+        }
+        if args.decode:
+            result["decoded"] = decoded(pair, prompt, {"static": static, "online": online}, args.new_tokens)
         served.append(features)
         buffer = joined(served)
         fit_started = time.perf_counter()
@@ -114,18 +144,45 @@ def main() -> int:
         fit(online, buffer, settings, lambda message, fraction: None)
         seconds = time.perf_counter() - fit_started
         store.add(prompt + answer)
-        results.append((request.phase, scores))
-        heads = " ".join(f"{a:.2f}" for a in scores[1])
+        results.append(result)
+        runs = "  ".join(f"{k} {a:.2f}/{x:.2f}x" for k, (a, x) in result.get("decoded", {}).items())
         print(
-            f"{i + 1:>7} {request.phase:<10} {scores[0]:.2f}   {scores[1][0]:.2f}   {scores[2]:.2f}    "
-            f"{scores[3]:.2f}    ({heads})  {seconds:5.1f}"
+            f"{i + 1:>7} {request.phase:<10} {result['static']:.2f}   {result['online']:.2f}   "
+            f"{result['traffic']:.2f}    {result['draft']:.2f}    ({' '.join(f'{a:.2f}' for a in heads)})  "
+            f"{seconds:5.1f}   {runs}"
         )
-    for phase in dict.fromkeys(p for p, _ in results):
-        part = [s for p, s in results if p == phase]
+    return results
+
+
+def means(results: list[dict]) -> list[str]:
+    """Per phase, the means over its first and last 5 requests: top-1 of each guesser, and (--decode) accepted
+    tokens per round and speed-up of each decoding."""
+    lines = []
+    for phase in dict.fromkeys(r["phase"] for r in results):
+        part = [r for r in results if r["phase"] == phase]
         for name, chosen in (("first 5", part[:5]), ("last 5", part[-5:])):
-            mean = [sum(s[j] if j != 1 else s[1][0] for s in chosen) / len(chosen) for j in range(4)]
-            names = ("static", "online", "traffic", "draft")
-            print(f"{phase} {name}: " + "  ".join(f"{n} {m:.2f}" for n, m in zip(names, mean, strict=True)))
+            line = f"{phase} {name}: " + "  ".join(
+                f"{k} {sum(r[k] for r in chosen) / len(chosen):.2f}" for k in ("static", "online", "traffic", "draft")
+            )
+            for k in chosen[0].get("decoded", {}):
+                accepted = sum(r["decoded"][k][0] for r in chosen) / len(chosen)
+                speedup = sum(r["decoded"][k][1] for r in chosen) / len(chosen)
+                line += f"  | {k}: {accepted:.2f} accepted/round, {speedup:.2f}x"
+            lines.append(line)
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stream", default="assets/streams/inventory_drift.json")
+    parser.add_argument("--new-tokens", type=int, default=32)
+    parser.add_argument("--epochs", type=int, default=2, help="passes over the served answers after each request")
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--decode", action="store_true", help="also decode each request with each set of heads")
+    args = parser.parse_args()
+    pair = load_pair(PairSpec(), progress=ConsoleProgress())
+    static, _ = load_heads(pair.target, pair.target.config.get_text_config().vocab_size)
+    print("\n".join(means(replay(pair, static.eval(), args))))
     return 0
 
 
