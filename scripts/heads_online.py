@@ -36,7 +36,7 @@ from specviz.bench.stream import load_stream
 from specviz.config import SpecConfig
 from specviz.engine import autoregressive_generate, run_to_end, speculative_generate
 from specviz.heads import use_heads
-from specviz.heads.features import Features, TrainSettings
+from specviz.heads.features import TrainSettings
 from specviz.heads.greedy import greedy_rows, teacher_forced, to_features
 from specviz.heads.medusa import MedusaHeads
 from specviz.heads.store import load_heads
@@ -45,17 +45,7 @@ from specviz.models import PairSpec, load_pair
 from specviz.progress import ConsoleProgress
 from specviz.runs import encode
 from specviz.suffix import TrafficStore
-from specviz.trace import RoundEvent
 from specviz.traffic import TrafficDrafter
-
-
-def joined(parts: list[Features]) -> Features:
-    return Features(
-        torch.cat([p.hidden for p in parts]),
-        torch.cat([p.labels for p in parts]),
-        torch.cat([p.ids for p in parts]),
-        tuple(n for p in parts for n in p.lengths),
-    )
 
 
 def grown(model, heads: MedusaHeads, labels: torch.Tensor, stop_ids: frozenset[int]) -> MedusaHeads:
@@ -99,13 +89,12 @@ def decoded(pair, prompt: list[int], heads: dict[str, MedusaHeads], new_tokens: 
     for name, installed in runs.items():
         if installed is not None:
             use_heads(pair.target, installed)
-        events, summary = run_to_end(
+        _, summary = run_to_end(
             speculative_generate(pair, prompt, replace(config, drafter="model" if installed is None else "medusa"))
         )
         if summary.token_ids != base.token_ids:
             raise AssertionError(f"{name}: the greedy output differs from the target alone's")
-        rounds = [e for e in events if isinstance(e, RoundEvent)]
-        out[name] = (summary.accepted / max(1, len(rounds)), summary.tokens_per_second / base.tokens_per_second)
+        out[name] = (summary.mean_accepted_per_round, summary.tokens_per_second / base.tokens_per_second)
     return out
 
 
@@ -119,7 +108,6 @@ def replay(pair, static: MedusaHeads, args: argparse.Namespace) -> list[dict]:
     print(f"{len(rows)} greedy answers in {time.perf_counter() - started:.0f} s")
     settings = TrainSettings(heads=static.count, epochs=args.epochs, learning_rate=args.lr, batch=256)
     online = copy.deepcopy(static)  # fine-tuned from here; `static` never changes
-    served: list[Features] = []
     store = TrafficStore()
     print("request phase    static online traffic draft   (top-1 of x_{T+1}; heads 1-4 online)   fit s   decoded")
     results = []
@@ -136,8 +124,7 @@ def replay(pair, static: MedusaHeads, args: argparse.Namespace) -> list[dict]:
         }
         if args.decode:
             result["decoded"] = decoded(pair, prompt, {"static": static, "online": online}, args.new_tokens)
-        served.append(features)
-        buffer = joined(served)
+        buffer = to_features(rows[: i + 1], static.count)  # every answer served so far
         fit_started = time.perf_counter()
         online = grown(pair.target, online, buffer.labels, pair.eos_ids)
         online.train()

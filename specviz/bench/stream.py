@@ -266,15 +266,18 @@ def choice_work(rows: list[dict[str, Any]]) -> dict[str, Any]:
     timed = [r for r in rows if "choice_seconds" in r["controller"] and r["controller"].get("seconds")]
     if not timed:
         return {}  # a result written before the field
-    share = {id(r): r["controller"]["choice_seconds"] / r["controller"]["seconds"] for r in timed}
+
+    def share(row: dict[str, Any]) -> float:
+        return row["controller"]["choice_seconds"] / row["controller"]["seconds"]
+
     same = [r for r in timed if r.get("controller_same_rounds")]
     rounds = sum(r["controller"]["rounds"] for r in timed)
     return {
         "controller_choice_ms_per_round": 1000 * sum(r["controller"]["choice_seconds"] for r in timed) / max(1, rounds),
-        "controller_choice_share_max": max(share.values()),
+        "controller_choice_share_max": max(map(share, timed)),
         "controller_same_rounds": len(same),
         "controller_timed": len(timed),
-        "controller_over_model_by_work": min((1 - share[id(r)] for r in same), default=None),
+        "controller_over_model_by_work": min((1 - share(r) for r in same), default=None),
     }
 
 
