@@ -48,35 +48,22 @@ class SourceRate:
         return max(0.0, self.rate - z * math.sqrt(self.rate * (1 - self.rate) / n))
 
 
-# A traffic draft fails early or not at all: a match that has held for a few tokens is the same text going on
-# (docs/DESIGN.md, "Where the controller trails the traffic drafter alone"). So the tokens after the first are
-# measured in two bands, the draft's positions 2 to LATE_POSITION - 1 ("next") and from LATE_POSITION on ("late").
-LATE_POSITION = 5
-LATE_PRIOR = 0.9  # optimistic: a late position is checked only when a draft reaches it (see traffic_length)
-# A traffic source is unproven until measured; shadow checks measure it for free every round, so a low prior
-# costs a round of waiting, a high one costs verifies of weak matches (the loss on non-repetitive text).
-TRAFFIC_PRIOR = 0.3
-
-
 @dataclass
 class TrafficRates:
-    """A match class's acceptance in parts. `first`: whether a draft's first token holds, one observation per
+    """A match class's acceptance in two parts. `first`: whether a draft's first token holds, one observation per
     round, because the tokens of one traffic draft are not independent evidence: a match either goes on or it
-    does not, and one accepted run of five would otherwise count as five successes. Once the first token holds,
-    each following token's, per token: `next` at the draft's positions 2 to LATE_POSITION - 1, `late` after."""
+    does not, and one accepted run of five would otherwise count as five successes. `next`: once the first token
+    holds, each following token's, per token (it sets the draft's length)."""
 
     first: SourceRate
     next: SourceRate
-    late: SourceRate = field(default_factory=lambda: SourceRate(prior=LATE_PRIOR))
 
     def observe(self, accepted: int, checked: int) -> None:
         if checked <= 0:
             return
         self.first.observe(int(accepted > 0), 1)
         if accepted > 0:
-            early = LATE_POSITION - 2  # positions 2 .. LATE_POSITION - 1
-            self.next.observe(min(accepted - 1, early), min(checked - 1, early))
-            self.late.observe(max(0, accepted - 1 - early), max(0, checked - 1 - early))
+            self.next.observe(accepted - 1, checked - 1)
 
 
 # The draft model is the floor (ATLAS's static speculator): a traffic option is weighed with a_1 at its lower bound
@@ -85,6 +72,9 @@ class TrafficRates:
 FLOOR_Z = 1.0
 
 MATCH_BUCKETS = (4, 8, 16)  # traffic acceptance is measured apart for matches of < 4, < 8, < 16 and more tokens
+# A traffic source is unproven until measured; shadow checks measure it for free every round, so a low prior
+# costs a round of waiting, a high one costs verifies of weak matches (the loss on non-repetitive text).
+TRAFFIC_PRIOR = 0.3
 MODEL_PRIOR = 0.7  # the confidence stop's threshold: a calibrated draft's tokens are accepted about that often
 MODEL_LENGTH_PRIOR = 3.0  # tokens the model drafts per round before its confidence stop, until measured
 
@@ -94,25 +84,19 @@ def match_bucket(match_length: int) -> int:
     return sum(match_length >= edge for edge in MATCH_BUCKETS)
 
 
+def traffic_length(rate: float, room: int) -> int:
+    """Longest traffic draft: twice the expected run of accepted tokens, a / (1 - a), plus one, within [2, room]
+    (drafting past it only widens the verify)."""
+    run = rate / (1 - rate) if rate < 1 else float(room)
+    return max(1, min(room, max(2, math.ceil(2 * run) + 1)))
+
+
 def expected_tokens(rate: float, drafted: float) -> float:
     """E(a, g): tokens a round commits (accepted drafts, then one from the target) when each of g drafted tokens
     is accepted with probability a, independently."""
     if drafted <= 0:
         return 1.0
     return drafted + 1 if rate >= 1 else (1 - rate ** (drafted + 1)) / (1 - rate)
-
-
-def traffic_tokens(first: float, next_rate: float, late_rate: float, drafted: int) -> tuple[float, float]:
-    """(T, P) of a traffic draft of k = `drafted` tokens: T = 1 + a_1 (S(1) + ... + S(k)) tokens committed, and
-    P = a_1 S(k) that all k hold, where S(j) = c(2) ... c(j) is the chance that a run goes on to token j once its
-    first token held, c(i) = next_rate for i < LATE_POSITION and late_rate after. With one rate c: T = 1 + a_1 E(c,
-    k - 1), Leviathan's with a first token of its own."""
-    survival, total = 1.0, 0.0
-    for position in range(1, drafted + 1):
-        if position > 1:
-            survival *= next_rate if position < LATE_POSITION else late_rate
-        total += survival
-    return 1 + first * total, first * survival if drafted > 0 else 0.0
 
 
 class StepCosts:
@@ -179,49 +163,30 @@ MIN_CONFIDENCE = 0.5  # the traffic draft's first token: at least this share of 
 
 
 def option_rates(
-    drafted: int,
-    room: int,
-    ends: bool,
-    traffic_rate: float,
-    memory: ControllerMemory,
-    first_rate: float | None = None,
-    late_rate: float | None = None,
+    drafted: int, room: int, ends: bool, traffic_rate: float, memory: ControllerMemory, first_rate: float | None = None
 ) -> dict[Source, float]:
     """Expected tokens per second of each option for a traffic proposal of `drafted` tokens (0: none), whose first
-    token holds with probability a_1 (first_rate; None: traffic_rate), each next one with a_t (traffic_rate) and
-    those from LATE_POSITION on with a_late (late_rate; None: traffic_rate):
-    traffic  T = 1 + a_1 (S(1) + ... + S(k)) (traffic_tokens), in one verify of k tokens
+    token holds with probability a_1 (first_rate; None: traffic_rate) and each next one with a_t:
+    traffic  T = 1 + a_1 E(a_t, k - 1), which is E(a_t, k) when a_1 = a_t, in one verify of k tokens
     model    E(a_m, g), g = the model's usual length within the room, for g draft tokens and their verify
-    both     the traffic run, then with probability P = a_1 S(k) that all k hold the model's continuation of
-             r = room - k tokens at most: T + P (E(a_m, r) - 1), for r draft tokens and a verify of k + r."""
+    both     the traffic run, then with probability a_1 a_t^(k-1) that all k hold the model's continuation of
+             r = room - k tokens at most: T + a_1 a_t^(k-1) (E(a_m, r) - 1), for r draft tokens and a verify
+             of k + r."""
     costs, model_rate = memory.costs, memory.model_rate.rate
     first = traffic_rate if first_rate is None else first_rate
-    late = traffic_rate if late_rate is None else late_rate
     if ends:
         room = drafted  # the proposal ends the text: no draft of any source goes usefully past it
     g = min(memory.model_length, room)
     rates: dict[Source, float] = {"model": expected_tokens(model_rate, g) / costs.round_seconds(g, g)}
     if drafted == 0:
         return rates
-    from_traffic, all_hold = traffic_tokens(first, traffic_rate, late, drafted)
+    from_traffic = 1 + first * expected_tokens(traffic_rate, drafted - 1)
     rates["traffic"] = from_traffic / costs.round_seconds(drafted, 0)
     rest = min(memory.model_length, room - drafted)
     if rest > 0:
-        tokens = from_traffic + all_hold * (expected_tokens(model_rate, rest) - 1)
+        tokens = from_traffic + first * traffic_rate ** (drafted - 1) * (expected_tokens(model_rate, rest) - 1)
         rates["both"] = tokens / costs.round_seconds(drafted + rest, rest)
     return rates
-
-
-def traffic_length(available: int, first: float, next_rate: float, late_rate: float, costs: StepCosts) -> int:
-    """The traffic draft's length: the k <= available with the most expected tokens per second,
-    traffic_tokens(k) / seconds(k), on the learned verify line (a longer draft widens the verify; the shortest of
-    equals wins). A long match that usually holds drafts long; one that usually breaks early, short."""
-    best, best_rate = min(available, 1), -1.0
-    for k in range(1, available + 1):
-        rate = traffic_tokens(first, next_rate, late_rate, k)[0] / costs.round_seconds(k, 0)
-        if rate > best_rate * (1 + 1e-9):
-            best, best_rate = k, rate
-    return best
 
 
 def choose_source(
@@ -231,13 +196,11 @@ def choose_source(
     traffic_rate: float,
     memory: ControllerMemory,
     first_rate: float | None = None,
-    late_rate: float | None = None,
 ) -> Source:
     """The option with the most expected tokens per second (option_rates); ties go to the cheaper draft (traffic,
     then both). No proposal, or one whose first token is unsure, leaves the model. `ends`: the proposal ends with
-    an end of sequence (nothing can follow it). traffic_rate, first_rate, late_rate: a_t, a_1, a_late of
-    option_rates."""
+    an end of sequence (nothing can follow it). traffic_rate and first_rate: a_t and a_1 of option_rates."""
     if not proposal.ids or proposal.confidence[0] < MIN_CONFIDENCE:
         return "model"
-    rates = option_rates(len(proposal.ids), room, ends, traffic_rate, memory, first_rate, late_rate)
+    rates = option_rates(len(proposal.ids), room, ends, traffic_rate, memory, first_rate)
     return max(("traffic", "both", "model"), key=lambda source: rates.get(source, -1.0))

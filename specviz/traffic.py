@@ -213,18 +213,17 @@ class ControllerDrafter:
         proposal = self.traffic.suggest(committed, gamma)
         self._bucket = match_bucket(proposal.match_length)
         rates = self.memory.traffic_rates[self._bucket]
-        # The length by a_1's mean; the source by its lower bound: the model is the floor, traffic must be sure.
-        rate, late = rates.next.rate, rates.late.rate
-        keep = traffic_length(len(proposal.ids), rates.first.rate, rate, late, self.memory.costs)
-        self._shadow = proposal.ids  # checked whole: a draft kept whole is checked one token past its cut
+        rate = rates.next.rate  # each token's once the match holds: it sets the length
+        keep = traffic_length(rate, gamma)
         proposal = replace(proposal, ids=proposal.ids[:keep], confidence=proposal.confidence[:keep])
         ids = list(proposal.ids)
         ends = bool(ids) and ids[-1] in self.traffic.stop_ids
-        first = rates.first.lower(FLOOR_Z)
-        choice = choose_source(proposal, gamma, ends, rate, self.memory, first_rate=first, late_rate=late)
+        first = rates.first.lower(FLOOR_Z)  # the model is the floor: traffic must be sure of its first token
+        choice = choose_source(proposal, gamma, ends, rate, self.memory, first_rate=first)
         if choice == "both" and len(ids) >= gamma:
             choice = "traffic"  # nothing left for the model to add (choose_source never asks it; a patched one may)
         self.choices.append(choice)
+        self._shadow = proposal.ids
         if choice == "traffic":
             self._model_part = None
             return Draft(ids, None, 0, source="traffic")

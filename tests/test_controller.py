@@ -6,8 +6,6 @@ import pytest
 from specviz.config import SpecConfig
 from specviz.controller import (
     FLOOR_Z,
-    LATE_POSITION,
-    LATE_PRIOR,
     ControllerMemory,
     SourceRate,
     StepCosts,
@@ -17,7 +15,6 @@ from specviz.controller import (
     match_bucket,
     option_rates,
     traffic_length,
-    traffic_tokens,
 )
 from specviz.drafters import ModelDrafter
 from specviz.engine import make_generator, run_to_end, speculative_generate, vocab_width
@@ -122,54 +119,13 @@ def test_step_costs_learn_a_widening_verify_and_the_draft_tokens():
     assert costs.fit == before
 
 
-def verify_line(intercept: float, slope: float) -> StepCosts:
-    """StepCosts that have learned verify(n) = intercept + slope n from six timed traffic rounds."""
-    costs = StepCosts()
-    for n in (2, 16, 4, 12, 8, 1):
-        costs.learn(cost(n, intercept + slope * n, intercept + slope * n), 0, 0.0)
-    return costs
-
-
-def test_traffic_tokens_is_leviathans_with_a_first_token_and_a_late_band():
-    for a in (0.0, 0.5, 0.9):
-        for k in (1, 4, 9):
-            tokens, all_hold = traffic_tokens(a, a, a, k)
-            assert tokens == pytest.approx(expected_tokens(a, k)) and all_hold == pytest.approx(a**k)
-    assert traffic_tokens(0.8, 0.6, 0.6, 3) == pytest.approx((1 + 0.8 * expected_tokens(0.6, 2), 0.8 * 0.36))
-    assert LATE_POSITION == 5
-    # S(1..6) = 1, 0.5, 0.25, 0.125 (positions 2-4 at 0.5), then 0.125, 0.125 (from position 5 at 1.0)
-    assert traffic_tokens(0.8, 0.5, 1.0, 6) == pytest.approx((1 + 0.8 * 2.125, 0.8 * 0.125))
-    assert traffic_tokens(0.8, 0.5, 0.5, 0) == (1.0, 0.0)
-
-
-def test_traffic_length_is_the_most_tokens_per_second():
-    cpu = verify_line(0.19, 0.018)  # the bench prompts' run: a verify widens by ~18 ms a token
-    assert cpu.verify(10) == pytest.approx(0.37)
-    # A run that breaks early or not at all (the drift stream's repetitive requests: accepted 3 of 11, then 16 of
-    # 16, 13 of 13): once past position 4 it holds, so it drafts the whole match. The same first four positions
-    # read as one rate (the rule before: a_t only) draft 6.
-    assert traffic_length(16, 0.8, 0.7, 0.99, cpu) == 16
-    assert traffic_length(16, 0.8, 0.8, 0.8, cpu) == 6
-    assert traffic_length(16, 0.8, 0.5, 0.5, cpu) == 3  # a weak match: short
-    assert traffic_length(16, 0.3, 0.3, 0.3, cpu) == 1
-    assert traffic_length(9, 0.8, 0.7, 0.99, cpu) == 9  # never past the proposal
-    assert traffic_length(0, 0.8, 0.7, 0.99, cpu) == 0
-    assert traffic_length(16, 0.3, 0.3, 0.3, StepCosts()) == 16  # a flat verify (unmeasured): nothing to lose
-    by_late = [traffic_length(16, 0.8, 0.7, late / 10, cpu) for late in range(11)]
-    by_rate = [traffic_length(16, 0.8, a / 10, a / 10, cpu) for a in range(11)]
-    assert by_late == sorted(by_late) and by_rate == sorted(by_rate) and by_rate[-1] == 16
-    for k in range(1, 17):  # the chosen length is the best of all
-        best = traffic_length(16, 0.8, 0.7, 0.9, cpu)
-        rate = traffic_tokens(0.8, 0.7, 0.9, k)[0] / cpu.round_seconds(k, 0)
-        assert rate <= traffic_tokens(0.8, 0.7, 0.9, best)[0] / cpu.round_seconds(best, 0) + 1e-12
-
-
-def test_a_late_band_that_holds_lifts_the_traffic_option():
-    model = memory(0.75, 3, CPU)
-    one_rate = option_rates(16, 16, False, 0.7, model, first_rate=0.8)
-    banded = option_rates(16, 16, False, 0.7, model, first_rate=0.8, late_rate=0.99)
-    assert banded["traffic"] > one_rate["traffic"] and banded["model"] == one_rate["model"]
-    assert option_rates(6, 16, False, 0.7, model, late_rate=0.7) == option_rates(6, 16, False, 0.7, model)
+def test_traffic_length_follows_measured_acceptance():
+    assert traffic_length(0.3, 16) == 2
+    assert traffic_length(0.5, 16) == 3
+    assert traffic_length(0.9, 16) == 16
+    assert traffic_length(1.0, 6) == 6
+    lengths = [traffic_length(a / 10, 32) for a in range(10)]
+    assert lengths == sorted(lengths)
 
 
 def test_a_traffic_round_is_one_observation_of_its_first_token():
@@ -179,24 +135,9 @@ def test_a_traffic_round_is_one_observation_of_its_first_token():
     rates.observe(5, 5)  # all five held
     rates.observe(0, 1)  # the first token failed
     assert rates.first.rate == pytest.approx((0.8 + 0 + 0.6) / (0.8 + 1 + 2))
-    assert rates.next.rate == pytest.approx((3 + 0.6) / (3 + 2))  # only rounds whose first token held: 2-4
-    assert rates.late.rate == pytest.approx((1 + 2 * LATE_PRIOR) / (1 + 2))  # and the fifth
+    assert rates.next.rate == pytest.approx((4 + 0.6) / (4 + 2))  # only rounds whose first token held
     rates.observe(0, 0)  # nothing checked: nothing learned
     assert rates.first.checked == pytest.approx(1.8)
-    assert rates.late.checked == 1
-
-
-def test_tokens_after_the_first_are_measured_in_two_bands():
-    """Positions 2-4 feed `next`, positions 5 on `late`: a run that fails at its fourth token says nothing about
-    its tenth."""
-    rates = TrafficRates(SourceRate(prior=0.3), SourceRate(prior=0.3))
-    rates.observe(3, 4)  # positions 2, 3 held, 4 failed
-    assert (rates.next.accepted, rates.next.checked) == (2, 3) and rates.late.checked == 0
-    rates.observe(11, 11)  # 16-token draft cut at 11 (or ending), all held: positions 2-4 and 5-11
-    assert rates.next.accepted == pytest.approx(0.8 * 2 + 3) and rates.next.checked == pytest.approx(0.8 * 3 + 3)
-    assert (rates.late.accepted, rates.late.checked) == (7, 7)
-    rates.observe(9, 10)  # failed at position 10
-    assert (rates.late.accepted, rates.late.checked) == pytest.approx((0.8 * 7 + 5, 0.8 * 7 + 6))
 
 
 def test_an_unproven_match_class_does_not_outbid_a_proven_model():
@@ -284,8 +225,8 @@ def test_the_controller_weighs_the_first_token_at_its_lower_bound(monkeypatch):
     store.add(ids * 2)
     seen = []
 
-    def spy(p, room, ends, rate, memory, first_rate=None, late_rate=None):
-        seen.append((p, rate, first_rate, late_rate))
+    def spy(p, room, ends, rate, memory, first_rate=None):
+        seen.append((p.match_length, rate, first_rate))
         return "model"
 
     monkeypatch.setattr(traffic, "choose_source", spy)
@@ -295,11 +236,7 @@ def test_the_controller_weighs_the_first_token_at_its_lower_bound(monkeypatch):
     bucket.first.observe(1, 1)
     drafter.prefill(ids[:-1])
     drafter.propose(ids, 6, build_warpers(SpecConfig()), make_generator(pair.device, 0), True, 0.0)
-    [(chosen, rate, first, late)] = seen
-    assert match_bucket(chosen.match_length) == match_bucket(len(ids))
-    assert rate == bucket.next.rate and late == bucket.late.rate
+    [(length, rate, first)] = seen
+    assert match_bucket(length) == match_bucket(len(ids))
+    assert rate == bucket.next.rate
     assert first == pytest.approx(bucket.first.lower(FLOOR_Z)) and first < bucket.first.rate
-    whole = drafter.traffic.suggest(ids, 6).ids
-    length = traffic_length(len(whole), bucket.first.rate, rate, late, drafter.memory.costs)  # by a_1's mean
-    assert chosen.ids == whole[:length]
-    assert drafter._shadow == whole  # measured on the whole proposal, not only the kept part
