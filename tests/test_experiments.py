@@ -105,6 +105,13 @@ def test_every_page_has_three_experiments_with_unique_ids_and_the_path_exists():
     assert {experiments.by_id(i).page for i in experiments.PATH} == set(experiments.PAGE_FILES)
 
 
+def test_the_readme_counts_the_path_and_the_pages_as_they_are():
+    words = {n: w for n, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve".split())}
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    stated = f"links {words[len(experiments.PATH)]} of them, across all {words[len(experiments.PAGE_FILES)]} pages"
+    assert stated in readme
+
+
 def test_experiments_set_only_settings_that_exist():
     from specviz.ui.settings import DEFAULTS
 
