@@ -106,7 +106,7 @@ def test_every_page_has_three_experiments_with_unique_ids_and_the_path_exists():
 
 
 def test_the_readme_counts_the_path_and_the_pages_as_they_are():
-    words = {n: w for n, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve".split())}
+    words = "zero one two three four five six seven eight nine ten eleven twelve".split()  # words[n] names n
     readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     stated = f"links {words[len(experiments.PATH)]} of them, across all {words[len(experiments.PAGE_FILES)]} pages"
     assert stated in readme
