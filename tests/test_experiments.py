@@ -359,8 +359,8 @@ def test_the_learning_experiments_set_the_recordings_settings():
         assert e.values["learning.what"] == ("mine" if e.id == "learning_bench" else "stream")
 
 
-def test_the_learning_experiments_numbers_are_the_recorded_streams():
-    from specviz.bench.stream import WINDOW, drift_recovery, load_stream
+def test_the_learning_experiment_numbers_are_the_recorded_drift_stream():
+    from specviz.bench.stream import WINDOW
 
     doc = learning("inventory_drift")
     rows, s = doc["requests"], doc["summary"]
@@ -380,6 +380,12 @@ def test_the_learning_experiments_numbers_are_the_recorded_streams():
     store = rows[-1]["store"]
     assert f"held {store['requests']} requests, {store['tokens']:,} tokens" in learns
 
+
+def test_the_drift_experiment_numbers_are_the_recorded_drift_stream():
+    from specviz.bench.stream import WINDOW, drift_recovery
+
+    doc = learning("inventory_drift")
+    rows, s = doc["requests"], doc["summary"]
     drift = experiments.by_id("learning_drift")
     at = s["drift"]["at"]
     phases = [r["phase"] for r in rows]
@@ -402,6 +408,10 @@ def test_the_learning_experiments_numbers_are_the_recorded_streams():
     assert f"and stayed, after {back['recovered_after']} JavaScript requests" in drift.observe
     tail = ", ".join(f"{r['traffic']['mean_accepted_per_round']:.2f}" for r in rows[-3:]).rsplit(", ", 1)
     assert f"the last 3 accepted {' and '.join(tail)}" in drift.observe
+
+
+def test_the_floor_experiment_numbers_are_the_recorded_bench_prompts():
+    from specviz.bench.stream import load_stream
 
     bench = learning("bench_prompts")
     rows, s = bench["requests"], bench["summary"]
