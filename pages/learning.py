@@ -51,7 +51,8 @@ mine = ui.your_rows(PAGE)
 if not state.busy:
     ui.forget_button(PAGE, settings)
 if mine and not state.busy:
-    ui.learning_view(mine, ui.stream_summary(mine), "yours")
+    ui.learning_view(mine, ui.stream_summary(mine), "yours", explain=recorded is None)  # else it is above
+    ui.your_requests_table(mine)
 elif not state.busy:
     st.info(
         "Type a request and press **Run**: it runs with the target alone and with each drafter, then joins the "

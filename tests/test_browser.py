@@ -251,7 +251,9 @@ def drive_heads(url: str, kind: str, shot: Path) -> dict:
         slide_to_start(page, "Training tokens", 4)  # 2,000 tokens
         slide_to_start(page, "Epochs", 15)  # 1 epoch, from either kind's default (4 or 16)
         page.get_by_role("button", name="Train", exact=True).click()
-        trained = page.locator('[data-testid="stCaptionContainer"]').filter(has_text="Trained in this session")
+        trained = page.locator('[data-testid="stCaptionContainer"]').filter(
+            has_text="In use by the"
+        )  # the heads the drafter uses
         expect(trained.first).to_be_visible(timeout=300_000)
         seen = {"trained": trained.first.inner_text()}
         sidebar = page.locator('[data-testid="stSidebar"]')

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_app import app, finish, go, html_of, state  # noqa: F401 - app is a fixture
+from streamlit.testing.v1 import AppTest
+from test_app import APP, app, finish, go, html_of, state  # noqa: F401 - app is a fixture
 
 from specviz.heads.report import RECORDED, ReportError, check_report, load_report
 
@@ -65,10 +66,15 @@ def test_a_report_file_that_is_not_json_or_too_large_is_refused(tmp_path):
         load_report(path)
 
 
-def test_the_page_opens_on_the_recorded_training(app):  # noqa: F811
+def test_the_page_opens_on_the_recorded_training(app, tmp_path, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "empty"))  # no heads trained for the loaded target
     go(app, "heads")
     assert "Heads" in app.title[0].value
     assert sum(c.value.startswith("Recorded:") for c in app.caption) == 2  # Medusa's and EAGLE's
+    untrained = [c.value for c in app.caption if c.value.startswith("No ")]
+    assert (
+        len(untrained) == 2 and "Medusa drafter needs them" in untrained[0] and "EAGLE drafter needs it" in untrained[1]
+    )
     assert app.button(key="heads.run").label == "Train"
     assert any("not lossless" in m.value for m in app.markdown)  # typical acceptance is named and refused
     assert "&lt;b&gt;" not in html_of(app)
@@ -91,10 +97,18 @@ def test_train_in_the_app_then_draft_with_the_heads(app, tmp_path, monkeypatch, 
     result = state(app, "heads").result
     assert result["kind"] == kind and result["heads"] == (2 if kind == "medusa" else 1)
     assert result["train_tokens"] >= 2000  # greedy answers: whole rows, the last batch may overshoot
-    assert any(c.value.startswith("Trained in this session") for c in app.caption)
     assert list((tmp_path / "cache" / "heads").glob(f"{kind}-*.safetensors"))  # saved for the next start
+    # the page shows the heads the drafter uses, in this session and in a new one (another visitor, a restart)
+    drafter, size = ("Medusa", "2 heads") if kind == "medusa" else ("EAGLE", "one layer")
+    for session in (app, go(AppTest.from_file(APP, default_timeout=120).run(), "heads")):
+        in_use = [c.value for c in session.caption if c.value.startswith(f"In use by the {drafter} drafter")]
+        assert len(in_use) == 1 and size in in_use[0] and f"{result['train_tokens']:,} training tokens" in in_use[0]
+        assert not any(c.value.startswith("Recorded:") and size in c.value for c in session.caption)
 
     app.radio(key="cfg.drafter").set_value(kind).run()
+    notes = " ".join(c.value for c in app.sidebar.caption)
+    assert "2 Medusa heads trained: at most 2 drafted tokens per round" in notes or kind == "eagle"
+    assert "trained for this target yet" not in notes
     go(app, "step_through")
     app.button(key="step.run").click().run()
     job = finish(app, "step")
@@ -126,6 +140,7 @@ def test_medusa_without_trained_heads_says_where_to_train(app, tmp_path, monkeyp
     assert loader.wait(60)
     forget_heads(loader.pair.target)
     app.radio(key="cfg.drafter").set_value("medusa").run()
+    assert any("No Medusa heads trained for this target yet" in c.value for c in app.sidebar.caption)  # before Run
     app.button(key="step.run").click().run()
     job = state(app, "step").job
     job.join(60)

@@ -50,10 +50,34 @@ def test_the_recorded_curve_shows_at_once(monkeypatch, recorded):
     at = open_page(monkeypatch, recorded)
     assert "learns from the requests" in at.title[0].value
     assert any("Recorded with" in c.value for c in at.caption)
-    labels = [m.label for m in at.metric]
-    assert "controller: accepted/round, first 3" in labels and "traffic store" in labels
+    # 3 requests: first and latest (windows of 5 would overlap), and a word on when the windows come
+    assert sorted(m.label for m in at.metric) == ["first request", "latest request", "÷ model"]
+    assert any("With 10 or more requests these compare the first 5 with the last 5" in c.value for c in at.caption)
+    assert any(c.value.startswith("The traffic store after request 3: ") for c in at.caption)
     assert any("traffic changes at request 3" in c.value for c in at.caption)  # the phase switch
     assert any("controller's own work" in c.value and "ms per round" in c.value for c in at.caption)
+
+
+def test_ten_requests_compare_the_first_five_with_the_last_five(monkeypatch, recorded, tmp_path):
+    doc = json.loads(recorded.read_text(encoding="utf-8"))
+    rows = [{**row, "index": i} for i, row in enumerate(doc["requests"] * 4)]  # 12 requests
+    longer = tmp_path / "longer.json"
+    longer.write_text(json.dumps({**doc, "requests": rows}), encoding="utf-8")
+    at = open_page(monkeypatch, longer)
+    assert sorted(m.label for m in at.metric) == ["first 5", "last 5", "÷ model"]
+    first = sum(r["controller"]["mean_accepted_per_round"] for r in rows[:5]) / 5
+    assert at.metric[0].value == f"{first:.2f}"
+    assert not any("With 10 or more requests" in c.value for c in at.caption)
+
+
+def test_the_curve_has_a_tick_per_request_and_round_store_ticks(recorded):
+    from specviz import charts
+
+    rows = json.loads(recorded.read_text(encoding="utf-8"))["requests"]
+    fig = charts.learning_figure(rows)
+    assert fig.layout.xaxis2.dtick == 1 and fig.layout.xaxis2.tick0 == 1  # not 0.5, 1.5, ...
+    assert fig.layout.yaxis2.tickmode == "auto"  # the store's axis does not sync its ticks to the left one's
+    assert charts.learning_figure(rows * 5).layout.xaxis2.dtick is None  # many requests: plotly's own ticks
 
 
 def test_a_missing_recording_is_said(monkeypatch, tmp_path):
@@ -81,6 +105,9 @@ def test_your_request_runs_with_each_drafter_and_joins_the_traffic(monkeypatch, 
     assert all(set(r) >= {"model", "traffic", "controller", "baseline", "store"} for r in rows)
     assert rows[1]["traffic"]["mean_accepted_per_round"] >= rows[0]["traffic"]["mean_accepted_per_round"]
     assert len(at.get("plotly_chart")) == 2  # the recorded curve and yours
+    table = at.dataframe[-1].value  # which point is which request
+    assert list(table["#"]) == [1, 2] and list(table["request"]) == ["x y z x y z x y"] * 2
+    assert sum("How to read it" in m.value for m in at.markdown) == 1  # said once, beside the recorded curve
 
 
 def test_the_shipped_stream_loads():
@@ -121,6 +148,7 @@ def test_forget_empties_the_traffic_store(monkeypatch, recorded):
     at.run()
     forget = at.button(key="learning.forget")
     assert "Forget the traffic (" in forget.label and "(0 requests" not in forget.label
+    assert any("Forget empties it for everyone" in c.value for c in at.caption)  # one store per server
     forget.click().run()
     assert not at.exception, at.exception
     assert "(0 requests, 0 tokens)" in at.button(key="learning.forget").label

@@ -270,3 +270,16 @@ def test_bare_urls_and_addresses_stay_text_in_markdown(text):
     for linkable in ("://evil", "www.", "WWW.", "@evil"):
         assert linkable not in shown
     assert shown.replace("\u2060", "").replace("\\", "") == text
+
+
+def test_a_round_in_words_counts_its_tokens_in_good_grammar():
+    """One token after a rejection 'is' thrown away; a draft shorter than gamma says so."""
+    event = next(r for r in TRACE.rounds if r.rejection_index is not None)
+    j = event.rejection_index
+    for rest, verb in ((1, "is"), (2, "are")):
+        drafted = event.drafted[: j + 1] + (event.drafted[j],) * rest  # the tokens after d_j are never checked
+        words = markup.explain_round(dataclasses.replace(event, drafted=drafted, gamma=len(drafted)), True)
+        assert f"The {rest} token{'s' if rest > 1 else ''} after it {verb} thrown away unchecked." in words
+        assert " it could (" not in words  # it drafted all gamma asked for
+    short = dataclasses.replace(event, drafted=event.drafted[: j + 1], gamma=j + 4)
+    assert f"**{j + 1}** token{'s' if j else ''} of the γ = {j + 4} it could" in markup.explain_round(short, True)

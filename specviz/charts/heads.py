@@ -7,17 +7,31 @@ import plotly.graph_objects as go
 from .base import COLORS, _layout
 
 VICUNA_7B_TOP1 = (0.56, 0.32, 0.20, 0.15)  # Medusa-1 heads 1-4 on Vicuna-7B (Cai et al. 2024)
+LOSS_NAMES = {"medusa": "Σ 0.8ᵏ CE per head", "eagle": "SmoothL1 + 0.1 CE"}  # what each kind minimises
 
 
 def accuracy_figure(report: dict) -> go.Figure:
-    """Top-1 and top-5 per head on held-out text, and (Medusa) the paper's top-1 as markers."""
+    """Top-1 and top-5 per head on held-out text, and (Medusa) the paper's top-1 as markers; short titles and
+    labels, since the figure shares the page's width with the loss curve."""
     if report.get("kind") == "eagle":
-        heads = ["next token, from the true feature"]
+        heads, title = ["first guess"], "Held-out accuracy"
     else:
-        heads = [f"head {k + 1} (x+{k + 2})" for k in range(report["heads"])]
+        heads, title = [f"head {k + 1}" for k in range(report["heads"])], "Held-out accuracy per head"
     fig = go.Figure()
-    fig.add_bar(x=heads, y=report["top1"], name="top-1 (held out)", marker_color=COLORS["p"])
-    fig.add_bar(x=heads, y=report["top5"], name="top-5 (held out)", marker_color=COLORS["q"], opacity=0.6)
+    for name, values, color, opacity in (
+        ("top-1", report["top1"], COLORS["p"], 1.0),
+        ("top-5", report["top5"], COLORS["q"], 0.6),
+    ):
+        fig.add_bar(
+            x=heads,
+            y=values,
+            name=f"{name} (held out)",
+            marker_color=color,
+            opacity=opacity,
+            text=[f"{v:.0%}" for v in values],
+            textposition="outside",
+            cliponaxis=False,
+        )
     published = [] if report.get("kind") == "eagle" else list(VICUNA_7B_TOP1[: report["heads"]])
     fig.add_scatter(
         x=heads[: len(published)],
@@ -26,16 +40,16 @@ def accuracy_figure(report: dict) -> go.Figure:
         name="Medusa-1 on Vicuna-7B, top-1",
         marker=dict(symbol="diamond", size=12, color=COLORS["measured"]),
     )
-    fig.update_yaxes(range=[0, 1], title="accuracy", tickformat=".0%")
-    return _layout(fig, "How often each head guesses the target's token", barmode="group")
+    fig.update_yaxes(range=[0, 1.05], title="accuracy", tickformat=".0%")
+    return _layout(fig, title, barmode="group")
 
 
-def training_figure(curve: list[dict]) -> go.Figure:
-    """The weighted loss, sum_k 0.8^k CE_k, per optimiser step."""
+def training_figure(curve: list[dict], kind: str = "medusa") -> go.Figure:
+    """The loss per optimiser step (Medusa: sum_k 0.8^k CE_k over the heads; EAGLE: SmoothL1 + 0.1 CE)."""
     fig = go.Figure()
     fig.add_scatter(
         x=[p["step"] for p in curve], y=[p["loss"] for p in curve], mode="lines", line=dict(color=COLORS["p"])
     )
     fig.update_xaxes(title="optimiser step")
-    fig.update_yaxes(title="loss")
+    fig.update_yaxes(title=f"loss: {LOSS_NAMES.get(kind, 'training loss')}")
     return _layout(fig, "Training loss", height=260)

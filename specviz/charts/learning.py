@@ -30,7 +30,7 @@ def learning_figure(rows: list[dict[str, Any]], title: str | None = None) -> go.
         cols=1,
         shared_xaxes=True,
         vertical_spacing=0.08,
-        subplot_titles=("mean accepted tokens per round", "speed-up over the target alone"),
+        subplot_titles=("accepted tokens per round", "speed-up over the target"),  # short: the panel may be narrow
         specs=[[{"secondary_y": True}], [{}]],
     )
     x = [r["index"] + 1 for r in rows]
@@ -64,7 +64,21 @@ def learning_figure(rows: list[dict[str, Any]], title: str | None = None) -> go.
     fig.add_hline(y=1.0, line=dict(color=COLORS["plain"], dash="dash", width=1), row=2, col=1)
     for number, phase in phase_changes(rows)[1:]:
         fig.add_vline(x=number - 0.5, line=dict(color=COLORS["rejected"], dash="dash", width=1))
-        fig.add_annotation(x=number - 0.5, y=1.02, yref="paper", text=f"→ {phase}", showarrow=False, xanchor="left")
-    fig.update_yaxes(title_text="store tokens", secondary_y=True, row=1, col=1, showgrid=False)
+        fig.add_annotation(  # below the panel's title, which is centred and may sit right above the switch
+            x=number - 0.5,
+            y=0.93,
+            yref="paper",
+            yanchor="top",
+            text=f"→ {phase}",
+            showarrow=False,
+            xanchor="left",
+            bgcolor="rgba(255,255,255,0.8)",
+        )
+    # its own round ticks (an overlaying axis would otherwise sync its ticks to the left axis': 320, 2790, 5250)
+    fig.update_yaxes(
+        title_text="store tokens", secondary_y=True, row=1, col=1, showgrid=False, tickmode="auto", rangemode="tozero"
+    )
     fig.update_xaxes(title_text="request", row=2, col=1)
+    if len(rows) <= 12:  # a tick per request: plotly would put ticks at 0.5, 1.5, ... between them
+        fig.update_xaxes(tickmode="linear", tick0=1, dtick=1)
     return _layout(fig, title, height=560, barmode="overlay")

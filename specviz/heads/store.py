@@ -85,6 +85,22 @@ def read_metadata(path: Path) -> dict[str, str]:
         return dict(handle.metadata() or {})
 
 
+def cached_report(model: Any, kind: str = "medusa") -> dict | None:
+    """The training report of `model`'s heads of `kind` in the model cache, from the file's metadata alone (no
+    tensors, no checksum: load_heads checks those when the drafter runs); None when there are none to report."""
+    fingerprint = target_fingerprint(model)
+    path = heads_path(fingerprint, kind)
+    if not path.exists():
+        return None
+    try:
+        metadata = read_metadata(path)
+        if metadata.get("format") != FORMATS[kind] or metadata.get("fingerprint") != fingerprint:
+            return None
+        return check_report(json.loads(metadata["report"]))
+    except (SafetensorError, OSError, ValueError, KeyError, RecursionError):  # ReportError is a ValueError
+        return None
+
+
 def load_heads(model: Any, vocab_width: int, path: Path | None = None, kind: str = "medusa") -> tuple[Heads, dict]:
     """The heads of `kind` trained for `model`, checked; (heads, training report). Raises HeadsError otherwise."""
     fingerprint = target_fingerprint(model)

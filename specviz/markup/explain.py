@@ -26,7 +26,10 @@ def _rejection(event: RoundEvent, greedy: bool, j: int) -> list[str]:
     chain = count(event.n_accepted) - (event.kept_alternative is not None) - len(path)  # chain_accepted, any value
     parts = [f"It accepted **{chain}**, then rejected {code(d.text)} at position {j + 1}: {why}."]
     if j + 1 < n:
-        parts.append(f"The {n - j - 1} token{'s' if n - j - 1 != 1 else ''} after it are thrown away unchecked.")
+        rest = n - j - 1
+        parts.append(
+            f"The {rest} token{'s' if rest != 1 else ''} after it {'are' if rest != 1 else 'is'} thrown away unchecked."
+        )
     if event.alternatives and j == n - 1:
         parts.append(explain_alternatives(event, greedy))
     if event.tree:
@@ -66,8 +69,14 @@ def explain_round(event: RoundEvent, greedy: bool) -> str:
             "The drafter proposed nothing this round (no n-gram match, or the token budget was reached), "
             "so the target simply produced one token, like plain decoding."
         )
+    short = (
+        f" of the γ = {md(event.gamma)} it could (a drafter stops early: at low confidence, at an end of sequence, "
+        "where an n-gram or traffic match ends, or after Medusa's K heads)"
+        if isinstance(event.gamma, int) and n < event.gamma
+        else ""
+    )
     parts = [
-        f"The drafter proposed **{n}** token{'s' if n != 1 else ''}. "
+        f"The drafter proposed **{n}** token{'s' if n != 1 else ''}{short}. "
         f"The target scored all of them in **one** forward pass."
     ]
     if event.draft_source in SOURCE_WORDS:

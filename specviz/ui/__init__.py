@@ -11,6 +11,7 @@ from .curves import measured_section, runs_section, use_measured_c
 from .experiments import experiments_section, ten_minute_path
 from .files import curves_dir, inject_css, load_prompts, recorded_traces, trace_download, trace_upload, verify_curves
 from .heads import NAMES as HEAD_NAMES
+from .heads import TOKENS_HELP as HEADS_TOKENS_HELP
 from .heads import TREE_WORDS as HEADS_TREE_WORDS
 from .heads import heads_result
 from .heads import recorded_reports as heads_recorded
@@ -25,6 +26,7 @@ from .learning import (
     stream_live,
     stream_summary,
     stream_work,
+    your_requests_table,
     your_rows,
 )
 from .pair import pair_loader, require_pair
@@ -49,6 +51,7 @@ from .viewer import (
 
 __all__ = [
     "HEAD_NAMES",
+    "HEADS_TOKENS_HELP",
     "HEADS_TREE_WORDS",
     "adopt_stream_rows",
     "forget_button",
@@ -58,6 +61,7 @@ __all__ = [
     "stream_live",
     "stream_summary",
     "stream_work",
+    "your_requests_table",
     "your_rows",
     "PageState",
     "ROUTER_KEY",

@@ -10,10 +10,13 @@ import streamlit as st
 from .. import markup
 from ..charts.heads import accuracy_figure, training_figure
 from ..heads.report import DATA, RECORDED, ReportError, check_report, load_report
+from ..heads.store import cached_report
 from ..heads.train import TrainSettings, TrainStep
-from ..jobs import Job
+from ..jobs import PAIRS, Job
 from ..runs import Cancelled, exclusive
+from .pair import pair_override
 from .runner import Work
+from .settings import DRAFTER_LABELS
 from .state import page_state
 
 NO_BAR = {"displayModeBar": False}
@@ -40,6 +43,8 @@ def train_work(settings: TrainSettings, kind: str) -> Work:
         from ..heads.store import heads_path, save_heads, target_fingerprint
         from ..heads.train import train_medusa
 
+        job.meta["kind"] = kind  # for the live view's names
+
         def progress(message: str, fraction: float) -> None:
             if job.cancel.is_set():
                 raise Cancelled("training stopped")
@@ -65,17 +70,26 @@ def describe_machine(names: dict) -> str:
 
 
 def train_live(job: Job) -> None:
+    """A training's live view: its progress bar, the loss so far and the latest batch's top-1 per head."""
     st.progress(min(1.0, job.fraction), text=job.progress or "starting…")
     steps = [e for e in job.events if isinstance(e, TrainStep)]
     if steps:
+        kind = job.meta.get("kind", "medusa")  # set by the work before its first step
         curve = [{"step": s.step, "epoch": s.epoch, "loss": s.loss} for s in steps]
-        st.plotly_chart(training_figure(curve), config=NO_BAR, key=f"heads.live.{len(steps)}")
-        latest = ", ".join(f"head {k + 1}: {a:.0%}" for k, a in enumerate(steps[-1].top1))
-        st.caption(f"Top-1 on the latest batch of training text: {latest}")
+        st.plotly_chart(training_figure(curve, kind), config=NO_BAR, key=f"heads.live.{len(steps)}")
+        names = ["first guess"] if kind == "eagle" else [f"head {k + 1}" for k in range(len(steps[-1].top1))]
+        latest = ", ".join(f"{name}: {a:.0%}" for name, a in zip(names, steps[-1].top1, strict=False))
+        st.caption(f"Top-1 on the latest batch of training answers: {latest}")
 
 
 NAMES = {"medusa": "Medusa heads", "eagle": "EAGLE head"}
 
+TOKENS_HELP = (  # the Heads page's training-tokens slider
+    "The target answers whole batches of prompts (up to 256 tokens each, and half as many prompts again as the count "
+    "needs, so that short answers do not cost a second batch), so a training gets more tokens than this. Held out "
+    f"to measure the accuracy: a fifth as many, between 1,000 and {TrainSettings.heldout_tokens:,} (collected the "
+    "same way)."
+)
 TREE_WORDS = (  # the Heads page's paragraph on the heads' token trees
     "**Token trees.** With the sidebar's *other candidates per position* above 0, the heads hedge: besides "
     "their chain they propose their next-best tokens, and the target scores every node in the same forward, "
@@ -92,8 +106,24 @@ def decoded_in(report: dict) -> str:
     return "" if report["collect_dtype"] == "float32" else f" (decoded in {report['collect_dtype']})"
 
 
-def show_report(report: dict, recorded: bool) -> None:
-    source = f"Recorded: {markup.md(report['where'])}" if recorded else "Trained in this session"
+FIGURE_WORDS = {
+    "medusa": (
+        "Head k guesses the token k + 1 positions after the hidden state it reads (head 1: the one after next; the "
+        "LM head itself guesses the next). Held out: answers to prompts from files the training never read. The "
+        "loss sums every head's cross-entropy, weighted 0.8^k, so it starts near K times a single head's; it drops "
+        "in steps at each new epoch, when the heads see the same answers again."
+    ),
+    "eagle": (
+        "The first guess of a round, from the target's true feature (the number EAGLE's papers quote as its "
+        "first-token acceptance); later guesses read the head's own predicted features. Held out: answers to "
+        "prompts from files the training never read."
+    ),
+}
+
+
+def show_report(report: dict, origin: str, source: str) -> None:
+    """A training report: its caption (source first), the accuracy and loss figures, and how to read them; origin
+    ("use", "session" or "recorded") keeps the figures' keys apart."""
     count = f"{report['heads']} heads" if report["kind"] == "medusa" else "one layer"
     st.caption(
         f"{source} · {count} · {report['train_tokens']:,} training tokens of {DATA[report['data']]}"
@@ -102,20 +132,39 @@ def show_report(report: dict, recorded: bool) -> None:
         f"target passes {report['collect_seconds']:.0f} s, training {report['train_seconds']:.0f} s"
     )
     left, right = st.columns(2, gap="large")
-    name = f"{report['kind']}.{recorded}"
+    name = f"{report['kind']}.{origin}"
     left.plotly_chart(accuracy_figure(report), config=NO_BAR, key=f"heads.accuracy.{name}")
     if report["curve"]:
-        right.plotly_chart(training_figure(report["curve"]), config=NO_BAR, key=f"heads.curve.{name}")
+        right.plotly_chart(training_figure(report["curve"], report["kind"]), config=NO_BAR, key=f"heads.curve.{name}")
+    st.caption(FIGURE_WORDS[report["kind"]])
 
 
-def heads_result(page: str, recorded: dict[str, dict | str]) -> None:
-    """Per kind: this session's training if there is one, else the recorded one (or why it cannot be shown)."""
-    trained = page_state(page).result
+def cached_reports(settings) -> dict[str, dict]:
+    """Per kind, the report of the heads in the model cache for the loaded target: what its drafter uses."""
+    lease = PAIRS.lease(settings.spec, pair_override()) if settings.has_pair else None
+    if lease is None:
+        return {}
+    with lease:
+        return {kind: report for kind in NAMES if (report := cached_report(lease.pair.target, kind)) is not None}
+
+
+def heads_result(page: str, recorded: dict[str, dict | str], settings) -> None:
+    """Per kind: the heads the sidebar's drafter uses (in the model cache) if there are any, else this session's
+    training (its file could not be written), else the recorded one (or why it cannot be shown)."""
+    trained, in_use = page_state(page).result, cached_reports(settings)
     for kind, name in NAMES.items():
         st.markdown(f"#### {name}")
-        if trained and trained["kind"] == kind:
-            show_report(trained, recorded=False)
+        drafter, them = DRAFTER_LABELS[kind], "it" if kind == "eagle" else "them"
+        if kind in in_use:
+            show_report(in_use[kind], "use", f"In use by the {drafter} drafter: {markup.md(in_use[kind]['where'])}")
+        elif trained and trained["kind"] == kind:
+            show_report(trained, "session", "Trained in this session")
         elif isinstance(recorded.get(kind), dict):
-            show_report(recorded[kind], recorded=True)
+            st.caption(
+                f"No {name} trained for the loaded target yet: the sidebar's {drafter} drafter needs {them}. Train "
+                f"{them} above (or run `python -m specviz train-heads --kind {kind}`); until then, this is the "
+                "training recorded on the project's CPU."
+            )
+            show_report(recorded[kind], "recorded", f"Recorded: {markup.md(recorded[kind]['where'])}")
         else:
             st.warning(f"The recorded training of the {name} cannot be shown: {markup.md(recorded.get(kind))}")

@@ -14,6 +14,7 @@ from .. import charts
 from ..bench.stream import ROLLING, WINDOW, Request, StreamError, load_stream, load_stream_result, run_stream, summarize
 from ..config import SpecConfig
 from ..jobs import PAIRS, Job
+from ..markup import clip
 from ..runs import exclusive
 from ..traffic import forget, traffic_store
 from .files import ASSETS
@@ -44,26 +45,20 @@ def stream_requests() -> list[Request]:
     return load_stream(STREAM)[1]
 
 
-def learning_view(rows: list[dict[str, Any]], summary: dict[str, Any], chart_key: str) -> None:
-    """The curve, and beside it the numbers that matter and what they mean."""
+def learning_view(rows: list[dict[str, Any]], summary: dict[str, Any], chart_key: str, explain: bool = True) -> None:
+    """The curve, and beside it the numbers that matter and what they mean (the long explanation once a page)."""
     left, right = st.columns([3, 2], gap="large")
     with left:
         st.plotly_chart(charts.learning_figure(rows), key=f"learning-{chart_key}", config={"displayModeBar": False})
     with right:
-        first, last = summary["controller"], summary["controller"]
-        n = min(WINDOW, len(rows))
-        c1, c2 = st.columns(2)
-        c1.metric(f"controller: accepted/round, first {n}", f"{first['first_mean_accepted_per_round']:.2f}")
-        c2.metric(
-            f"last {n}",
-            f"{last['last_mean_accepted_per_round']:.2f}",
-            f"{last['last_mean_accepted_per_round'] - first['first_mean_accepted_per_round']:+.2f}",
-        )
-        c1.metric(f"controller ÷ draft model, last {n}", f"{summary['controller_over_model_last']:.2f}×")
+        headline(rows, summary)
         store = rows[-1]["store"]
-        c2.metric("traffic store", f"{store['requests']} req · {store['tokens']:,} tok")
         hits = sum(r["store"]["hit_rate"] for r in rows) / len(rows)
-        st.caption(f"Store hit rate (drafts that found a match in earlier requests), mean over requests: {hits:.0%}")
+        st.caption(
+            f"The traffic store after request {rows[-1]['index'] + 1}: {store['requests']} requests, "
+            f"{store['tokens']:,} tokens. Store hit rate (drafts that found a match in earlier requests), mean over "
+            f"requests: {hits:.0%}"
+        )
         if "controller_choice_ms_per_round" in summary:  # results written before the field lack it
             st.caption(choice_words(summary))
         if "drift" in summary:
@@ -73,7 +68,43 @@ def learning_view(rows: list[dict[str, Any]], summary: dict[str, Any], chart_key
                 f"the controller accepted {d['pre_drift_level']:.2f} tokens per round; its rolling mean over "
                 f"{ROLLING} requests " + recovery_words(d.get("first_back_after"), d["recovered_after"])
             )
-        st.markdown(EXPLANATION)
+        if explain:
+            st.markdown(EXPLANATION)
+
+
+def headline(rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
+    """The controller's mean accepted tokens per round at the start and at the end, and its speed-up over the draft
+    model's: over the first and last WINDOW requests when there are two windows' worth, else the first and the latest
+    request (windows that overlap would compare a request with itself)."""
+    if len(rows) >= 2 * WINDOW:
+        c = summary["controller"]
+        start, end = c["first_mean_accepted_per_round"], c["last_mean_accepted_per_round"]
+        labels, over = (f"first {WINDOW}", f"last {WINDOW}"), f"the last {WINDOW} requests"
+        ratio = summary["controller_over_model_last"]
+    else:
+        first, latest = rows[0], rows[-1]
+        start, end = first["controller"]["mean_accepted_per_round"], latest["controller"]["mean_accepted_per_round"]
+        labels, over = ("first request", "latest request"), "the latest request"
+        model = latest["model"]["speedup"]
+        ratio = latest["controller"]["speedup"] / model if model else 0.0
+    st.markdown("**Controller**: mean accepted tokens per round")
+    c1, c2 = st.columns(2)  # two, not three: a third column cut the numbers off in a window 1024 px wide
+    if len(rows) == 1:
+        c1.metric("this request", f"{end:.2f}")
+    else:
+        c1.metric(labels[0], f"{start:.2f}")
+        c2.metric(labels[1], f"{end:.2f}", f"{end - start:+.2f}")
+    (c2 if len(rows) == 1 else c1).metric(
+        "÷ model",  # with its help icon, a longer label is cut off in a narrow column
+        f"{ratio:.2f}×",
+        help=f"The controller's speed-up over the draft model's alone, on {over}. The two are timed apart, so on a "
+        "shared machine the same rounds can differ by several percent.",
+    )
+    if len(rows) < 2 * WINDOW:
+        st.caption(
+            f"With {2 * WINDOW} or more requests these compare the first {WINDOW} with the last {WINDOW}, as the "
+            "bench does."
+        )
 
 
 def choice_words(summary: dict[str, Any]) -> str:
@@ -152,7 +183,7 @@ def stream_work(requests: list[Request], config: SpecConfig, chat: bool, first_i
 
         with exclusive(pair, job.cancel, job.on_wait):
             job.state = "running"
-            return run_stream(
+            rows = run_stream(
                 pair,
                 requests,
                 config,
@@ -162,6 +193,7 @@ def stream_work(requests: list[Request], config: SpecConfig, chat: bool, first_i
                 cancel=job.cancel,
                 first_index=first_index,
             )
+        return [{**row, "request": request.prompt} for row, request in zip(rows, requests, strict=False)]
 
     return work
 
@@ -177,6 +209,10 @@ def forget_button(page: str, settings) -> None:
         if st.button(label, key=key(page, "forget"), icon=":material/delete:"):
             forget(lease.pair)
             st.rerun()
+        st.caption(
+            "The store belongs to this server, not to your tab: every request run here, on any page and by any "
+            "visitor, joins it, and Forget empties it for everyone. The curve below keeps the requests you ran."
+        )
 
 
 def stream_live(job: Job) -> None:
@@ -195,3 +231,22 @@ def adopt_stream_rows(page: str, rows: list[dict[str, Any]], job: Job) -> None:
 
 def stream_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return summarize(rows)
+
+
+def your_requests_table(rows: list[dict[str, Any]]) -> None:
+    """Which point is which request: the text (as plain cells, never markup) and each drafter's numbers."""
+    st.dataframe(
+        [
+            {
+                "#": row["index"] + 1,
+                "request": clip(" ".join(str(row.get("request", "")).split()), 120),  # on one line
+                **{f"{name}: accepted/round": round(row[d]["mean_accepted_per_round"], 2) for d, name in NAMES},
+                **{f"{name}: speed-up": round(row[d]["speedup"], 2) for d, name in NAMES},
+            }
+            for row in rows
+        ],
+        hide_index=True,
+    )
+
+
+NAMES = (("model", "draft model"), ("traffic", "traffic"), ("controller", "controller"))

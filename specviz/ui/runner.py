@@ -200,9 +200,8 @@ def _live_fragment(page: str, render: Callable[[Job], None]) -> None:
         elif job.cancel.is_set():
             st.caption("Stopping after the current round…")
         else:
-            elapsed = time.monotonic() - job.created
-            progress = f" · {job.progress}" if job.progress else ""
-            st.caption(f":material/progress_activity: Running · {elapsed:.0f} s{progress}")
+            elapsed = time.monotonic() - job.created  # the live view below shows job.progress, on its bar
+            st.caption(f":material/progress_activity: Running · {elapsed:.0f} s")
     c2.button(
         "Stop",
         icon=":material/stop:",

@@ -11,8 +11,10 @@ from typing import Any
 import streamlit as st
 
 from ..config import GAMMA_LIMIT, HEAD_DRAFTERS, MAX_NEW_TOKENS_LIMIT, ConfigError, SpecConfig
+from ..heads.store import cached_report
+from ..jobs import PAIRS
 from ..models import BUILTIN, PairSpec
-from .pair import pair_status
+from .pair import pair_override, pair_status
 from .server import custom_models_allowed, custom_models_note, remote_code_note
 from .state import Settings, key, shared
 
@@ -194,7 +196,7 @@ def _alternatives_slider(heads: bool) -> None:
     )
 
 
-def _speculation_section() -> None:
+def _speculation_section(spec: PairSpec | None) -> None:
     st.markdown("### Speculation")
     st.radio(
         "Drafter",
@@ -205,6 +207,8 @@ def _speculation_section() -> None:
         help=DRAFTER_HELP,
     )
     drafter = _value("drafter")
+    if drafter in HEAD_DRAFTERS:
+        _heads_note(spec, drafter)
     if drafter == "ngram":
         st.slider("Longest n-gram to match", 1, 8, key=cfg("ngram"))
     if drafter in ("model", "controller"):  # lookahead shares a draft model's passes
@@ -262,12 +266,26 @@ def _sampling_section() -> None:
     )
 
 
+def _heads_note(spec: PairSpec | None, kind: str) -> None:
+    """Whether the loaded target has heads of this kind in the model cache, said before a run needs them."""
+    lease = PAIRS.lease(spec, pair_override()) if spec is not None else None
+    if lease is None:  # not loaded yet: the run will say it
+        return
+    with lease:
+        report = cached_report(lease.pair.target, kind)
+    if report is None:
+        what = "EAGLE head" if kind == "eagle" else "Medusa heads"
+        st.caption(f":material/info: No {what} trained for this target yet: train on the **Heads** page first.")
+    elif kind == "medusa":
+        st.caption(f"{report['heads']} Medusa heads trained: at most {report['heads']} drafted tokens per round.")
+
+
 def sidebar() -> Settings:
     """The one sidebar every page shares; app.py draws it before the page."""
     _keep_state()
     with st.sidebar:
         spec = _pair_section()
-        _speculation_section()
+        _speculation_section(spec)
         _sampling_section()
         config, error = _read_config()
         if error:
