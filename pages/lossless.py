@@ -26,11 +26,11 @@ with right:
         "**Why it is exact.** Let β be the chance of a rejection. Token x comes out when the draft "
         "proposed x and it was kept, or after a rejection, from the residual:"
     )
-    st.latex(r"P(x) = q(x)\min\!\Big(1, \frac{p(x)}{q(x)}\Big) + \beta\, r(x)")
+    st.latex(r"\begin{aligned}P(x) &= q(x)\min\!\Big(1, \frac{p(x)}{q(x)}\Big) \\ &\quad + \beta\, r(x)\end{aligned}")
     st.latex(r"r(x) = \frac{(p(x) - q(x))^+}{\sum_v (p(v) - q(v))^+}")
     st.markdown("The rejection chance is exactly the residual's normaliser, so they cancel:")
-    st.latex(r"\beta = 1 - \sum_v \min(p, q)(v) = \sum_v (p - q)^+(v)")
-    st.latex(r"P(x) = \min(p, q)(x) + (p - q)^+(x) = p(x)")
+    st.latex(r"\begin{aligned}\beta &= 1 - \sum_v \min(p, q)(v) \\ &= \sum_v (p - q)^+(v)\end{aligned}")
+    st.latex(r"\begin{aligned}P(x) &= \min(p, q)(x) + (p - q)^+(x) \\ &= p(x)\end{aligned}")
     st.markdown(
         "Skip the residual and redraw from q instead, and the second term takes q's shape: the result drifts towards q."
     )

@@ -20,7 +20,10 @@ with left:
     )
 with right:
     st.markdown("The speed-up is the ratio of decode rates (the prompt is processed once by both, and left out):")
-    st.latex(r"\text{speed-up} = \frac{\text{tokens/s (speculative)}}{\text{tokens/s (plain)}}")
+    st.latex(
+        r"\begin{gathered}\text{speed-up} = \\ "
+        r"\frac{\text{tokens/s (speculative)}}{\text{tokens/s (plain)}}\end{gathered}"
+    )
     st.markdown("With temperature 0 (greedy) both texts must be **identical**: the check below proves it for this run.")
 
 settings = ui.settings()

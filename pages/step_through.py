@@ -30,7 +30,7 @@ with intro:
     )
 with formulas:
     st.markdown("**The rule** (Leviathan et al. 2023; Chen et al. 2023). Keep the guess dᵢ when")
-    st.latex(r"u_i \le \min\!\Big(1,\ \frac{p(d_i)}{q(d_i)}\Big),\qquad u_i \sim U(0, 1)")
+    st.latex(r"\begin{gathered}u_i \le \min\!\Big(1,\ \frac{p(d_i)}{q(d_i)}\Big) \\ u_i \sim U(0, 1)\end{gathered}")
     st.markdown("After a rejection, draw the replacement from the **residual**, what the draft under-weighted:")
     st.latex(r"x \sim \operatorname{norm}\big(\max(0,\ p - q)\big)")
     st.markdown(

@@ -14,7 +14,7 @@ st.html('<div class="sv-kicker">Leviathan, Kalman &amp; Matias (2023), section 3
 st.title("Theory: how much faster can it be?")
 
 curves, damaged = ui.verify_curves()  # the benchmark's measured verify costs, by device
-left, right = st.columns([3, 2], gap="large")
+left, right = st.columns([4, 3], gap="large")  # [3, 2] left three metrics 54 px each at 1024 px
 with left:
     st.markdown(
         "Model each drafted token as accepted independently with probability **a** (the acceptance rate). "

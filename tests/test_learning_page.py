@@ -157,7 +157,8 @@ def test_forget_empties_the_traffic_store(monkeypatch, recorded):
 def test_the_recovery_is_said_as_it_happened():
     from specviz.ui.learning import recovery_words
 
-    assert recovery_words(3, 3) == "was back within 10% after 3 request(s), and stayed back."
-    assert "first back within 10% after 3 request(s), and back for good after 9" in recovery_words(3, 9)
-    assert "after 4 request(s), then fell below" in recovery_words(4, None)
+    assert recovery_words(3, 3) == "was back within 10% after 3 requests, and stayed back."
+    assert "first back within 10% after 3 requests, and back for good after 9" in recovery_words(3, 9)
+    assert "after 4 requests, then fell below" in recovery_words(4, None)
+    assert recovery_words(1, 1) == "was back within 10% after 1 request, and stayed back."
     assert "had not come back" in recovery_words(None, None)

@@ -283,3 +283,11 @@ def test_a_round_in_words_counts_its_tokens_in_good_grammar():
         assert " it could (" not in words  # it drafted all gamma asked for
     short = dataclasses.replace(event, drafted=event.drafted[: j + 1], gamma=j + 4)
     assert f"**{j + 1}** token{'s' if j else ''} of the γ = {j + 4} it could" in markup.explain_round(short, True)
+
+
+def test_an_all_accepted_round_says_its_token_count_once():
+    event = next(r for r in TRACE.rounds if r.rejection_index is None and len(r.appended) == len(r.drafted) + 1)
+    words = markup.explain_round(event, True)
+    assert f"{len(event.drafted) + 1} tokens for one target pass." in words and "This round committed" not in words
+    cut = dataclasses.replace(event, appended=event.appended[:-1])  # an end of sequence cut the round short
+    assert f"This round committed **{len(cut.appended)}**" in markup.explain_round(cut, True)

@@ -105,7 +105,8 @@ def explain_round(event: RoundEvent, greedy: bool) -> str:
     elif isinstance(j, int) and 0 <= j < n:
         parts += _rejection(event, greedy, j)
     appended = len(event.appended)
-    parts.append(f"This round committed **{appended}** token{'s' if appended != 1 else ''} for one target pass.")
+    if j is not None or appended != n + 1:  # all accepted: the bonus sentence already said n + 1
+        parts.append(f"This round committed **{appended}** token{'s' if appended != 1 else ''} for one target pass.")
     return " ".join(parts)
 
 

@@ -68,8 +68,8 @@ def measured_section(curve: dict | None, damaged: list[str], c_measured: float |
             f"{draft_note}. With the measured times themselves, the speed-up is"
         )
         st.latex(
-            r"\text{speed-up} = \frac{1 - a^{\gamma + 1}}{1 - a}\cdot"
-            r"\frac{t_\text{target}}{\gamma\, t_\text{draft} + t_\text{verify}(\gamma)}"
+            r"\begin{gathered}\text{speed-up} = \frac{1 - a^{\gamma + 1}}{1 - a} \\ \times"  # two lines
+            r"\frac{t_\text{target}}{\gamma\, t_\text{draft} + t_\text{verify}(\gamma)}\end{gathered}"
         )
         st.markdown(_curve_facts(curve))
         if c_measured is None:

@@ -117,20 +117,24 @@ def choice_words(summary: dict[str, Any]) -> str:
     if summary["controller_over_model_by_work"] is not None:
         words += (
             f" On the {summary['controller_same_rounds']} of {summary['controller_timed']} requests where it ran the "
-            f"draft model's very rounds, that work alone puts it at {summary['controller_over_model_by_work']:.3f}× "
+            f"draft model's rounds exactly, that work alone puts it at {summary['controller_over_model_by_work']:.3f}× "
             "the draft model: any larger gap between the two there is the machine's timing noise."
         )
     return words
 
 
+def requests(n: int) -> str:
+    return f"{n} request{'s' if n != 1 else ''}"
+
+
 def recovery_words(first: int | None, stays: int | None) -> str:
     """How the rolling mean came back after the drift: first back within 10%, and back for good."""
     if stays and stays == first:
-        return f"was back within 10% after {first} request(s), and stayed back."
+        return f"was back within 10% after {requests(first)}, and stayed back."
     if stays:
-        return f"was first back within 10% after {first} request(s), and back for good after {stays}."
+        return f"was first back within 10% after {requests(first)}, and back for good after {stays}."
     if first:
-        return f"was back within 10% after {first} request(s), then fell below that line again."
+        return f"was back within 10% after {requests(first)}, then fell below that line again."
     return "had not come back within 10% by the end of the stream."
 
 

@@ -198,8 +198,8 @@ def _costs(trace: Trace) -> None:
         "Speculation pays when the tokens gained per round outweigh the round's cost:"
     )
     st.latex(
-        r"\text{speed-up} \approx \frac{\text{tokens per round} \times t_\text{step}}"
-        r"{t_\text{draft phase} + t_\text{verify}}"
+        r"\begin{gathered}\text{speed-up} \approx \\ \frac{\text{tokens per round} \times t_\text{step}}"
+        r"{t_\text{draft phase} + t_\text{verify}}\end{gathered}"  # two lines: the column may be narrow
     )
     if costs.verify_in_steps is not None:
         st.markdown(

@@ -96,8 +96,10 @@ def lab_results(page: str, runs: list[lab.LabRun]) -> None:
             key(page, "pos"),
             "The share of drafted tokens accepted at each position of the draft, counting only tokens "
             "that were checked (a token after a rejection is never checked). The theory assumes one rate "
-            "**a** for every position; real drafts are often surer early on, or in the middle of a "
-            "copied phrase.",
+            "**a** for every position, each independent of the others. Real ones are not: position 1 is checked "
+            "every round, a later one only when every guess before it was right, which happens mostly on easy "
+            "stretches (boilerplate, a phrase copied from the prompt), so later positions often show a higher rate "
+            "than the first.",
         )
     with t2:
         _chart_and_words(

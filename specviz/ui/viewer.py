@@ -174,7 +174,8 @@ def _advance(page: str, n: int) -> tuple[int, bool]:
 
 
 def _controls(page: str, index: int, n: int, playing: bool) -> None:
-    controls = st.columns([1, 1, 1.4, 1, 1, 2.2], vertical_alignment="bottom")
+    # the key gives the row a class: in a narrow window the buttons show their icons only (style.css)
+    controls = st.container(key=f"sv-controls-{page}").columns([1, 1, 1.4, 1, 1, 2.2], vertical_alignment="bottom")
     step = {"on_click": _goto, "width": "stretch"}
     controls[0].button(
         "First", icon=":material/first_page:", key=key(page, "first"), args=(page, 0), help="First round", **step
