@@ -291,3 +291,13 @@ def test_an_all_accepted_round_says_its_token_count_once():
     assert f"{len(event.drafted) + 1} tokens for one target pass." in words and "This round committed" not in words
     cut = dataclasses.replace(event, appended=event.appended[:-1])  # an end of sequence cut the round short
     assert f"This round committed **{len(cut.appended)}**" in markup.explain_round(cut, True)
+
+
+def test_a_round_cut_by_the_token_budget_says_so():
+    event = next(r for r in TRACE.rounds if r.drafted)
+    budget = event.position + event.gamma + 1  # the round could just fill the budget
+    words = markup.explain_round(event, True, asked=event.gamma + 2, budget=budget)
+    assert words.startswith(f"γ is {event.gamma} here, not {event.gamma + 2}: a round commits up to γ + 1 tokens")
+    assert f"only {event.gamma + 1} of the {budget}-token budget were left" in words
+    for asked, room in ((event.gamma, budget), (None, budget), (event.gamma + 2, budget + 1)):  # schedule's own gamma
+        assert "budget" not in markup.explain_round(event, True, asked=asked, budget=room)

@@ -61,9 +61,11 @@ SOURCE_WORDS = {  # who drafted, for the traffic drafter and the controller (Rou
 }
 
 
-def explain_round(event: RoundEvent, greedy: bool) -> str:
-    """The round in words, for the column beside it."""
+def explain_round(event: RoundEvent, greedy: bool, *, asked: int | None = None, budget: int | None = None) -> str:
+    """The round in words, for the column beside it; asked (a constant schedule's gamma) and budget (the run's new
+    tokens) let it say when the token budget cut this round's gamma."""
     n = len(event.drafted)
+    cut = budget_words(event, asked, budget)
     if n == 0:
         return (
             "The drafter proposed nothing this round (no n-gram match, or the token budget was reached), "
@@ -76,7 +78,7 @@ def explain_round(event: RoundEvent, greedy: bool) -> str:
         else ""
     )
     parts = [
-        f"The drafter proposed **{n}** token{'s' if n != 1 else ''}{short}. "
+        f"{cut}The drafter proposed **{n}** token{'s' if n != 1 else ''}{short}. "
         f"The target scored all of them in **one** forward pass."
     ]
     if event.draft_source in SOURCE_WORDS:
@@ -108,6 +110,18 @@ def explain_round(event: RoundEvent, greedy: bool) -> str:
     if j is not None or appended != n + 1:  # all accepted: the bonus sentence already said n + 1
         parts.append(f"This round committed **{appended}** token{'s' if appended != 1 else ''} for one target pass.")
     return " ".join(parts)
+
+
+def budget_words(event: RoundEvent, asked: int | None, budget: int | None) -> str:
+    """'γ is 4 here, not 5: ...' when the token budget, not the schedule, set this round's gamma."""
+    if not all(isinstance(x, int) for x in (asked, budget, event.gamma, event.position)):
+        return ""
+    if not event.gamma < asked or event.position + event.gamma + 1 != budget:
+        return ""
+    return (
+        f"γ is {md(event.gamma)} here, not {md(asked)}: a round commits up to γ + 1 tokens, and only "
+        f"{md(budget - event.position)} of the {md(budget)}-token budget were left. "
+    )
 
 
 def explain_tree(event: RoundEvent, greedy: bool) -> str:

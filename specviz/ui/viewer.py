@@ -56,7 +56,8 @@ def round_view(event: RoundEvent, context: RoundContext, *, show_chart: bool = T
     )
     left, right = st.columns([3, 2], gap="large")
     with right:
-        st.markdown(markup.explain_round(event, greedy))
+        asked = context.config.gamma if context.config.schedule == "constant" else None
+        st.markdown(markup.explain_round(event, greedy, asked=asked, budget=context.config.max_new_tokens))
     with left:
         if show_chart:
             where = "rejection" if event.next_source == "resampled" else "bonus"
