@@ -24,7 +24,9 @@ KV_WORDS = (
     "A model's KV cache stores its work on every token so far, so each forward pass only processes the new "
     "tokens. The verify pass adds the drafted tokens to the target's cache, and drafting adds them to the "
     "draft's. After the verdict both caches are **cropped** back to the committed text "
-    "(`DynamicCache.crop`); rejected tokens are forgotten, and the prompt is never processed again."
+    "(`DynamicCache.crop`); rejected tokens are forgotten, and the prompt is never processed again. A cell "
+    "marked **new** is a committed token this cache has not seen yet (last round's correction or bonus token, "
+    "which no model has read): the forward feeds it first, so it counts in the lengths."
 )
 
 
