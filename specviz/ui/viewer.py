@@ -63,11 +63,13 @@ def round_view(event: RoundEvent, context: RoundContext, *, show_chart: bool = T
     with left:
         if show_chart:
             where = "rejection" if event.next_source == "resampled" else "bonus"
-            what = (
-                "p, q and the residual norm(max(0, p − q)) over the top tokens"
-                if where == "rejection" and event.top_q
-                else "the target's distribution p over its top tokens"
-            )
+            what = "the target's distribution p over its top tokens"
+            if where == "rejection" and event.top_q:  # greedy needs no residual (the correction is argmax p)
+                what = (
+                    "p and q over the top tokens"
+                    if greedy
+                    else "p, q and the residual norm(max(0, p − q)) over the top tokens"
+                )
             st.markdown(f"**At the {where} position:** {what}")
             st.plotly_chart(
                 charts.next_token_figure(event, greedy),
