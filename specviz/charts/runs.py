@@ -98,9 +98,7 @@ def timeline_figure(trace: Trace) -> go.Figure:
             "<br>%{x:.3f} s<extra>" + kind + "</extra>",
         )
     fig.update_yaxes(categoryorder="array", categoryarray=rows)
-    fig.update_xaxes(
-        title_text="seconds since the start of each run (the prompt prefill comes first)", rangemode="tozero"
-    )
+    fig.update_xaxes(title_text="seconds since each run started", rangemode="tozero")
     return _layout(fig, height=300, barmode="overlay", showlegend=True)
 
 
@@ -133,7 +131,7 @@ def position_figure(stats: Sequence[PositionStat]) -> go.Figure:
         customdata=[[s.accepted, s.reached] for s in stats],
         hovertemplate="position %{x}: %{y:.0%} (%{customdata[0]} of %{customdata[1]})<extra></extra>",
     )
-    fig.update_xaxes(title_text="position in the draft (1 = first drafted token)", dtick=1)
+    fig.update_xaxes(title_text="position in the draft", dtick=1)
     fig.update_yaxes(title_text="accepted, given it was checked", range=[0, 1], tickformat=".0%")
     return _layout(fig, "Acceptance by draft position", height=300)
 
