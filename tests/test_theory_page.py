@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
+from test_app import app, finish, go  # noqa: F401 - app is a fixture
 
 from specviz import charts, theory
 
@@ -273,3 +274,39 @@ def test_page_offers_a_choice_of_curves(monkeypatch, tmp_path):
     assert metric(at, "Optimal γ, measured times") == str(best)
     assert best < flat_best
     assert metric(at, "Speed-up, measured times") == f"{theory.measured_speedup(0.8, 4, steep):.2f}×"
+
+
+# --- Theory ---------------------------------------------------------------------------------------
+
+
+def brute_force_optimal_gamma(a: float, c: float) -> int:
+    values = {g: (1 - a ** (g + 1)) / ((1 - a) * (g * c + 1)) for g in range(1, 17)}
+    return max(values, key=values.get)
+
+
+@pytest.mark.parametrize("a, g, c", [(0.8, 4, 0.1), (0.9, 3, 0.05), (0.5, 8, 0.3)])
+def test_theory_shows_the_optimal_gamma(app, a, g, c):  # noqa: F811
+    go(app, "theory")
+    app.slider(key="theory.a").set_value(a)
+    app.slider(key="theory.g").set_value(g)
+    app.slider(key="theory.c").set_value(c).run()
+    assert not app.exception
+    assert metric(app, "Optimal γ") == str(brute_force_optimal_gamma(a, c))
+    assert metric(app, "Speed-up") == f"{theory.speedup(a, g, c):.2f}×"
+    assert metric(app, "Tokens per round") == f"{(1 - a ** (g + 1)) / (1 - a):.2f}"
+
+
+def test_theory_known_value(app):  # noqa: F811
+    go(app, "theory")  # defaults a = 0.8, c = 0.1: gamma 6 is best (2.47x against 2.40x at gamma 4)
+    assert metric(app, "Optimal γ") == "6"
+
+
+def test_theory_plots_this_sessions_runs(app):  # noqa: F811
+    app.button(key="step.run").click().run()
+    finish(app, "step")
+    go(app, "theory")
+    tables = app.dataframe
+    assert tables, "the measured-runs table is missing"
+    table = tables[0].value
+    assert "measured speed-up" in table.columns and len(table) == 1
+    assert table["c"].iloc[0] > 0 and 0 <= table["a"].iloc[0] <= 1

@@ -12,7 +12,7 @@ from ..runs import speedup
 from ..trace import RoundEvent, TokenEvent, Trace, decode_rate
 from .advice import slow_run_note
 from .files import trace_download, trace_upload
-from .recorded import race_recording, recorded_banner, trace_origin
+from .recorded import its_prompt, race_recording, recorded_banner, trace_origin
 from .safe import safe
 from .state import adopt_trace, key, page_state, shared
 from .viewer import stopped_note
@@ -38,7 +38,7 @@ def race_to_show(page: str) -> Trace | None:
     if trace is None:
         trace = race_recording()
         if trace is not None:
-            recorded_banner("a race", trace_origin(trace), "Start the race")
+            recorded_banner(f"a race on {its_prompt(trace)}", trace_origin(trace), "Start the race")
     return trace
 
 

@@ -74,6 +74,12 @@ def recorded_banner(what: str, origin: str, button: str) -> None:
     )
 
 
+def its_prompt(trace: Trace) -> str:
+    """The recorded run's own prompt, said beside it: the prompt box above holds another until you pick this one."""
+    text = " ".join(str(trace.prompt).split())
+    return f"its prompt “{markup.md(markup.clip(text, 90))}”"
+
+
 def trace_origin(trace: Trace) -> str:
     """Which pair, which processor, and the recording's note (the experiments' notes name the machine and date)."""
     names = trace.pair if isinstance(trace.pair, dict) else {}

@@ -15,7 +15,7 @@ from ..runs import speedup
 from ..trace import RoundEvent, TokenEvent, Trace
 from .advice import slow_run_note
 from .files import recorded_traces, trace_download
-from .recorded import recorded_banner, trace_origin
+from .recorded import its_prompt, recorded_banner, trace_origin
 from .safe import safe
 from .state import adopt_trace, key, page_state, remember
 
@@ -247,7 +247,7 @@ def show_trace(page: str, trace: Trace, label: str) -> None:
         trace_download(trace, page)
     st.caption(markup.trace_caption(trace))
     if label.startswith("the recorded run"):
-        recorded_banner(label, trace_origin(trace), "Run")
+        recorded_banner(f"{label}, {its_prompt(trace)}", trace_origin(trace), "Run")
     stopped_note(trace)
     summary_metrics(trace)
     slow_run_note(page, trace)
