@@ -128,7 +128,7 @@ def next_chip_html(event: RoundEvent, greedy: bool) -> str:
     else:
         verdict = "★ bonus: argmax p" if greedy else "★ bonus"
         off_chain = event.kept_alternative is not None or event.tree_path
-        after = "after alt" if off_chain else f"p{count(event.n_accepted) + 1}"
+        after = "after alt" if off_chain else f"p after d{count(event.n_accepted)}"  # p_{n+1}, said in words
         rows = [("from", after if event.drafted else "p", "p|"), ("prob", fmt_prob(t.prob), "|")]
     return chip_html(source, t.text, verdict, rows, title=f"{source} token, probability {fmt(t.prob, '.4f')}")
 

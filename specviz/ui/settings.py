@@ -277,7 +277,14 @@ def _heads_note(spec: PairSpec | None, kind: str) -> None:
         what = "EAGLE head" if kind == "eagle" else "Medusa heads"
         st.caption(f":material/info: No {what} trained for this target yet: train on the **Heads** page first.")
     elif kind == "medusa":
-        st.caption(f"{report['heads']} Medusa heads trained: at most {report['heads']} drafted tokens per round.")
+        st.caption(
+            f"{report['heads']} Medusa heads trained (head 1 right {report['top1'][0]:.0%} of the time on held-out "
+            f"answers): at most {report['heads']} drafted tokens per round."
+        )
+    else:
+        st.caption(
+            f"EAGLE head trained: its first guess right {report['top1'][0]:.0%} of the time on held-out answers."
+        )
 
 
 def sidebar() -> Settings:

@@ -25,8 +25,9 @@ KV_WORDS = (
     "tokens. The verify pass adds the drafted tokens to the target's cache, and drafting adds them to the "
     "draft's. After the verdict both caches are **cropped** back to the committed text "
     "(`DynamicCache.crop`); rejected tokens are forgotten, and the prompt is never processed again. A cell "
-    "marked **new** is a committed token this cache has not seen yet (last round's correction or bonus token, "
-    "which no model has read): the forward feeds it first, so it counts in the lengths."
+    "marked **new** is a committed token this cache has not read yet, fed first and counted in the lengths: in "
+    "round 1 the prompt's last token, later the last round's correction or bonus token, and for the draft model "
+    "also its own last draft token when the target kept it (it proposed that token but never read it)."
 )
 
 
