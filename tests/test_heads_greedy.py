@@ -162,6 +162,14 @@ def test_collected_data_is_kept_and_read_back_and_a_bad_file_is_collected_again(
 
     collect(replace(settings, epochs=9, learning_rate=0.5))  # training-only settings: the same data
     assert len(calls) == 1
+    # fewer heads, or up to the default 4 (the EAGLE head reads the first column): the same collection, sliced
+    fewer, _, _ = collect(replace(settings, heads=1))
+    wider, _, _ = collect(replace(settings, heads=4))
+    assert len(calls) == 1 and torch.equal(fewer.labels, train.labels[:, :1]) and wider.labels.shape[1] == 4
+    assert torch.equal(wider.labels[:, :2], train.labels)
+    collect(replace(settings, heads=5))  # more label columns than the collection has: collected again
+    assert len(calls) == 2
+    calls.pop()
     collect(replace(settings, new_tokens=24))  # another collection: another file
     assert len(calls) == 2
 

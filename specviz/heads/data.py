@@ -29,10 +29,17 @@ FIT_ONLY = ("epochs", "batch", "learning_rate")  # settings that change the trai
 KEEP = 3  # collections kept on disk (about 90 MB each for 12,000 tokens of the built-in target): the newest
 
 
+def collected_heads(settings: TrainSettings) -> int:
+    """Label columns a collection keeps: at least the default K, so that trainings of fewer heads (and the EAGLE head,
+    which reads the first column) share one collection; each training takes its first settings.heads columns."""
+    return max(settings.heads, TrainSettings.heads)
+
+
 def data_key(model: Any, settings: TrainSettings) -> dict:
     """What names a collection: the target, the settings that shape the data and, for greedy answers, the prompts'
     recipe (answers to other prompts are other data under the same settings)."""
     collection = {k: v for k, v in asdict(settings).items() if k not in FIT_ONLY + ("collect_dtype",)}
+    collection["heads"] = collected_heads(settings)
     recipe = {"prompts": PROMPT_RECIPE} if settings.data == "greedy" else {}
     dtype = collection_dtype(model, settings)  # named only when it is not the target's own (older keys stay valid)
     if dtype != model.dtype:

@@ -14,7 +14,7 @@ import random
 import sysconfig
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -222,10 +222,13 @@ def collect_both(
         saved = load_data(data_path(key), key)
         if saved is not None:
             report_to(f"collected data read from the model cache (its target passes took {saved[1]:.0f} s)", 0.55)
-            return (*saved[0], saved[1])
-        train, heldout, seconds = collect_both(model, tokenizer, settings, source_files(), report_to, stop_ids)
-        save_data(data_path(key), key, (train, heldout), seconds)
-        return train, heldout, seconds
+            (train, heldout), seconds = saved
+        else:
+            wide = replace(settings, heads=key["heads"])  # the labels every training of up to that many heads reads
+            train, heldout, seconds = collect_both(model, tokenizer, wide, source_files(), report_to, stop_ids)
+            save_data(data_path(key), key, (train, heldout), seconds)
+        narrow = [replace(part, labels=part.labels[:, : settings.heads]) for part in (train, heldout)]
+        return narrow[0], narrow[1], seconds
     started = time.perf_counter()
     train_files, heldout_files = split_files(files, settings.seed)
     if settings.data == "greedy":

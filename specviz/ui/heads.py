@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import platform
+from dataclasses import replace
 
 import streamlit as st
 
@@ -36,6 +37,8 @@ def recorded_reports() -> dict[str, dict | str]:
 def train_work(settings: TrainSettings, kind: str) -> Work:
     """Train Medusa heads or an EAGLE head on the loaded target in the worker; the steps stream into the job; the
     result is saved in the model cache and serves its drafter at once."""
+    if kind == "eagle":  # one layer: the page's K slider (disabled then) names no data of its own
+        settings = replace(settings, heads=1)
 
     def work(job: Job, pair) -> dict:
         from ..heads import use_heads
