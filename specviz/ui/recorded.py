@@ -110,7 +110,9 @@ def lossless_to_show(page: str) -> Distributions | None:
     if found is None:
         return None
     context = markup.md(lab.short(found.prompt + found.prefix, 80))
-    recorded_banner(f"p and q after “{context}”", markup.md(recorded.recorded_line(found.recorded)), "Compute p and q")
+    d = found.distributions  # recorded with top-k, so that only its support is stored; a run uses the sidebar's
+    what = f"p and q after “{context}” (temperature {d.temperature:g}, top-k {d.top_k}; yours: the sidebar's settings)"
+    recorded_banner(what, markup.md(recorded.recorded_line(found.recorded)), "Compute p and q")
     return found.distributions
 
 
