@@ -113,7 +113,7 @@ def test_train_in_the_app_then_draft_with_the_heads(app, tmp_path, monkeypatch, 
         "eagle": f"its first guess right {top1}",
     }
     assert said[kind] in notes, notes
-    weak = [w.value for w in app.warning if "they will draft poorly" in w.value]  # a tiny training says so
+    weak = [w.value for w in app.warning if "will draft poorly" in w.value]  # a tiny training says so
     assert bool(weak) == (result["top1"][0] < 0.25), weak
     assert "trained for this target yet" not in notes
     go(app, "step_through")

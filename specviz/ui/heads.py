@@ -142,9 +142,10 @@ def show_report(report: dict, origin: str, source: str) -> None:
         right.plotly_chart(training_figure(report["curve"], report["kind"]), config=NO_BAR, key=f"heads.curve.{name}")
     st.caption(FIGURE_WORDS[report["kind"]])
     if report["top1"][0] < WEAK_TOP1:
+        these, they = ("This head guesses", "it") if report["kind"] == "eagle" else ("These heads guess", "they")
         st.warning(
-            f"These heads guess the target's next token right {report['top1'][0]:.0%} of the time on held-out "
-            f"answers: trained on {report['train_tokens']:,} tokens, they will draft poorly (most drafts rejected). "
+            f"{these} the target's next token right {report['top1'][0]:.0%} of the time on held-out answers: "
+            f"trained on {report['train_tokens']:,} tokens, {they} will draft poorly (most drafts rejected). "
             "More training tokens help most; the defaults reach about 40%.",
             icon=":material/info:",
         )

@@ -123,18 +123,18 @@ def choice_words(summary: dict[str, Any]) -> str:
     return words
 
 
-def requests(n: int) -> str:
+def request_count(n: int) -> str:
     return f"{n} request{'s' if n != 1 else ''}"
 
 
 def recovery_words(first: int | None, stays: int | None) -> str:
     """How the rolling mean came back after the drift: first back within 10%, and back for good."""
     if stays and stays == first:
-        return f"was back within 10% after {requests(first)}, and stayed back."
+        return f"was back within 10% after {request_count(first)}, and stayed back."
     if stays:
-        return f"was first back within 10% after {requests(first)}, and back for good after {stays}."
+        return f"was first back within 10% after {request_count(first)}, and back for good after {stays}."
     if first:
-        return f"was back within 10% after {requests(first)}, then fell below that line again."
+        return f"was back within 10% after {request_count(first)}, then fell below that line again."
     return "had not come back within 10% by the end of the stream."
 
 
