@@ -85,10 +85,11 @@ def read_metadata(path: Path) -> dict[str, str]:
         return dict(handle.metadata() or {})
 
 
-def cached_report(model: Any, kind: str = "medusa") -> dict | None:
+def cached_report(model: Any, kind: str = "medusa", fingerprint: str | None = None) -> dict | None:
     """The training report of `model`'s heads of `kind` in the model cache, from the file's metadata alone (no
-    tensors, no checksum: load_heads checks those when the drafter runs); None when there are none to report."""
-    fingerprint = target_fingerprint(model)
+    tensors, no checksum: load_heads checks those when the drafter runs); None when there are none to report.
+    fingerprint: target_fingerprint(model), when the caller already has it (it hashes part of the embedding)."""
+    fingerprint = fingerprint or target_fingerprint(model)
     path = heads_path(fingerprint, kind)
     if not path.exists():
         return None

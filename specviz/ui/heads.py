@@ -11,7 +11,7 @@ import streamlit as st
 from .. import markup
 from ..charts.heads import accuracy_figure, training_figure
 from ..heads.report import DATA, RECORDED, ReportError, check_report, load_report
-from ..heads.store import cached_report
+from ..heads.store import cached_report, heads_path, save_heads, target_fingerprint
 from ..heads.train import TrainSettings, TrainStep
 from ..jobs import PAIRS, Job
 from ..runs import Cancelled, exclusive
@@ -43,7 +43,6 @@ def train_work(settings: TrainSettings, kind: str) -> Work:
     def work(job: Job, pair) -> dict:
         from ..heads import use_heads
         from ..heads.eagle_train import train_eagle
-        from ..heads.store import heads_path, save_heads, target_fingerprint
         from ..heads.train import train_medusa
 
         job.meta["kind"] = kind  # for the live view's names
@@ -157,7 +156,10 @@ def cached_reports(settings) -> dict[str, dict]:
     if lease is None:
         return {}
     with lease:
-        return {kind: report for kind in NAMES if (report := cached_report(lease.pair.target, kind)) is not None}
+        target = lease.pair.target
+        fingerprint = target_fingerprint(target)  # once for both kinds
+        reports = {kind: cached_report(target, kind, fingerprint) for kind in NAMES}
+    return {kind: report for kind, report in reports.items() if report is not None}
 
 
 def heads_result(page: str, recorded: dict[str, dict | str], settings) -> None:

@@ -14,7 +14,7 @@ from .. import charts
 from ..bench.stream import ROLLING, WINDOW, Request, StreamError, load_stream, load_stream_result, run_stream, summarize
 from ..config import SpecConfig
 from ..jobs import PAIRS, Job
-from ..markup import clip
+from ..lab import short
 from ..runs import exclusive
 from ..traffic import forget, traffic_store
 from .files import ASSETS
@@ -243,7 +243,7 @@ def your_requests_table(rows: list[dict[str, Any]]) -> None:
         [
             {
                 "#": row["index"] + 1,
-                "request": clip(" ".join(str(row.get("request", "")).split()), 120),  # on one line
+                "request": short(str(row.get("request", "")), 120),  # on one line
                 **{f"{name}: accepted/round": round(row[d]["mean_accepted_per_round"], 2) for d, name in NAMES},
                 **{f"{name}: speed-up": round(row[d]["speedup"], 2) for d, name in NAMES},
             }

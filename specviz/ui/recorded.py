@@ -76,8 +76,7 @@ def recorded_banner(what: str, origin: str, button: str) -> None:
 
 def its_prompt(trace: Trace) -> str:
     """The recorded run's own prompt, said beside it: the prompt box above holds another until you pick this one."""
-    text = " ".join(str(trace.prompt).split())
-    return f"its prompt “{markup.md(markup.clip(text, 90))}”"
+    return f"its prompt “{markup.md(lab.short(str(trace.prompt), 90))}”"
 
 
 def trace_origin(trace: Trace) -> str:
