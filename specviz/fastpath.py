@@ -12,7 +12,8 @@ in docs/DESIGN.md, "Performance notes".
 The model is converted in place and is then for inference only (no gradients, no save_pretrained).
 It must be applied to the target for every method that is compared (baseline, speculative,
 transformers' assisted generation), which is the case when the loaded pair's target is converted.
-Quantized (int8) layers, other dtypes and non-CPU devices are left as they are.
+Quantized (int8) layers, other dtypes and non-CPU devices are left as they are. The heads' training packs its
+bfloat16 copy of the target the same way (dtype=torch.bfloat16; docs/DESIGN.md, "Draft heads: Medusa and EAGLE").
 """
 
 from __future__ import annotations
@@ -39,13 +40,14 @@ def prepack_available() -> bool:
 
 
 class PrepackedLinear(nn.Module):
-    """A float32 nn.Linear whose weight lives in oneDNN's blocked layout, packed once at conversion."""
+    """A float32 (or bfloat16) nn.Linear whose weight lives in oneDNN's blocked layout, packed once at conversion."""
 
     def __init__(self, linear: nn.Linear, batch_hint: int = 1, min_rows: int = 1):
         super().__init__()
         self.in_features = linear.in_features
         self.out_features = linear.out_features
         self.min_rows = min_rows
+        self.dtype = linear.weight.dtype
         weight = linear.weight.detach()
         # A buffer, not a parameter: it is an opaque packed tensor, not a trainable weight.
         self.register_buffer(
@@ -55,8 +57,8 @@ class PrepackedLinear(nn.Module):
         self.register_buffer("bias", bias, persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dtype != torch.float32 or x.device.type != "cpu" or x.requires_grad:
-            raise RuntimeError("PrepackedLinear runs float32 inference on CPU only")
+        if x.dtype != self.dtype or x.device.type != "cpu" or x.requires_grad:
+            raise RuntimeError(f"this PrepackedLinear runs {self.dtype} inference on CPU only")
         rows = x.numel() // self.in_features
         if rows >= self.min_rows:
             return torch.ops.mkldnn._linear_pointwise(x.contiguous(), self.packed_weight, self.bias, "none", [], "")
@@ -74,26 +76,28 @@ class PrepackedLinear(nn.Module):
         )
 
 
-def _convertible(module: nn.Module) -> bool:
+def _convertible(module: nn.Module, dtype: torch.dtype) -> bool:
     return (
         type(module) is nn.Linear
-        and module.weight.dtype == torch.float32
+        and module.weight.dtype == dtype
         and module.weight.device.type == "cpu"
         and module.weight.dim() == 2
     )
 
 
 @torch.inference_mode()
-def prepack_linears(model: nn.Module, batch_hint: int = 8, min_rows: int = 4) -> int:
-    """Replace every float32 CPU nn.Linear of model (in place) with a PrepackedLinear; return how many.
+def prepack_linears(
+    model: nn.Module, batch_hint: int = 8, min_rows: int = 4, dtype: torch.dtype = torch.float32
+) -> int:
+    """Replace every CPU nn.Linear of model in dtype (in place) with a PrepackedLinear; return how many.
 
-    A no-op (returns 0) when oneDNN is not available, on GPUs, for quantized or non-float32 layers.
+    A no-op (returns 0) when oneDNN is not available, on GPUs, for quantized layers or layers in another dtype.
     A weight tied to another module (the LM head and the input embedding) stays in place for that
     module; the packed copy is extra memory.
     """
     if not prepack_available():
         return 0
-    targets = [(name, module) for name, module in model.named_modules() if _convertible(module)]
+    targets = [(name, module) for name, module in model.named_modules() if _convertible(module, dtype)]
     # Packing is mostly the kernel zeroing fresh pages for the packed copies, on whichever thread touches
     # them first: one packing thread per core spreads that out (docs/DESIGN.md, "Performance notes").
     replace_in_threads(model, targets, lambda linear: PrepackedLinear(linear, batch_hint, min_rows))

@@ -49,12 +49,30 @@ def test_prepacked_model_computes_the_same_logits_for_1_to_9_new_tokens(tied):
     assert torch.equal(packed.model.embed_tokens.weight, model.model.embed_tokens.weight)
 
 
-def test_only_float32_linear_layers_are_packed():
+def test_only_linear_layers_of_the_asked_dtype_are_packed():
     quantized = quantize_draft(tiny_model(vocab_size=31, seed=1))
     before = [type(m) for m in quantized.modules()]
     assert prepack_linears(quantized) == 0 and not is_prepacked(quantized)  # int8 layers (the LM head too) stay
     assert [type(m) for m in quantized.modules()] == before
     assert prepack_linears(tiny_model(vocab_size=31, seed=1).to(torch.float64)) == 0
+    assert prepack_linears(tiny_model(vocab_size=31, seed=1).to(torch.bfloat16)) == 0  # float32 unless asked
+
+
+@pytest.mark.skipif(not native_bfloat16(torch.device("cpu")), reason="no native bfloat16 on this CPU")
+def test_a_prepacked_bfloat16_model_computes_what_the_unpacked_one_does():
+    """The collector of the heads' training answers (heads/train.py): a bfloat16 copy, its weights packed once."""
+    model = tiny_model(vocab_size=97, seed=3, hidden=64, layers=2).to(torch.bfloat16)
+    packed = packed_copy(model).to(torch.bfloat16)
+    linears = sum(type(m) is nn.Linear for m in packed.modules())
+    assert prepack_linears(packed, 256, 1, torch.bfloat16) == linears
+    ids = torch.randint(0, 97, (6, 20), generator=torch.Generator().manual_seed(0))  # a step of 6 rows, a prompt pass
+    with torch.inference_mode():
+        for width in (1, 20):
+            want = model(input_ids=ids[:, :width]).logits.float()
+            got = packed(input_ids=ids[:, :width]).logits.float()
+            assert (got - want).norm() / want.norm() < 0.01  # bfloat16 sums in another order: close, not equal
+        with pytest.raises(RuntimeError, match="bfloat16"):
+            packed.lm_head(torch.zeros(1, 64))  # a float32 input is refused, not silently cast
 
 
 def test_padding_few_rows_changes_no_row():

@@ -65,7 +65,7 @@ def test_compare_drafters_refuses_an_unknown_name_before_loading(capsys):
 
 
 @pytest.mark.parametrize(
-    "flag, value", [("--heads", "0"), ("--tokens", "10"), ("--lr", "2"), ("--rows", "65"), ("--new-tokens", "1")]
+    "flag, value", [("--heads", "0"), ("--tokens", "10"), ("--lr", "2"), ("--rows", "257"), ("--new-tokens", "1")]
 )
 def test_bad_training_settings_are_refused_before_loading(flag, value, capsys):
     assert main(["train-heads", "--target", "/nonexistent/model-dir", flag, value]) == 2

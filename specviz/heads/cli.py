@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 import time
 
-from ..batch import MAX_BATCH
 from ..errors import UserError
 from ..progress import ConsoleProgress
 from .eagle_train import train_eagle
 from .features import EAGLE_EPOCHS, default_epochs
+from .greedy import MAX_ROWS
 from .report import COLLECT_DTYPES
 from .store import HeadsError, heads_path, load_heads, save_heads, target_fingerprint
 from .train import TrainSettings, TrainStep, train_medusa
@@ -72,7 +72,7 @@ def settings_from(args: argparse.Namespace) -> TrainSettings:
         (1 <= args.batch <= 65536, "--batch must be between 1 and 65536"),
         (0 < args.lr < 1, "--lr must be in (0, 1)"),
         (2 <= args.new_tokens <= 4096, "--new-tokens must be between 2 and 4096"),
-        (1 <= args.rows <= MAX_BATCH, f"--rows must be between 1 and {MAX_BATCH}"),
+        (1 <= args.rows <= MAX_ROWS, f"--rows must be between 1 and {MAX_ROWS}"),
     ]
     for ok, message in checks:
         if not ok:

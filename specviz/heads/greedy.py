@@ -47,6 +47,7 @@ WRITE = "Write a Python function `{signature}`. {summary}"
 SUMMARY_CHARS = (20, 200)  # a docstring's first line shorter than this says too little, a longer one is a paragraph
 SNIPPET_LINES = 10  # lines of code per prompt, starting at a def or class
 SNIPPET_CHARS = 320
+MAX_ROWS = 256  # prompts decoded at once (each row's cache: about 28 KB a token in bfloat16 on the built-in target)
 
 
 def snippets(path: Path) -> list[str]:

@@ -22,12 +22,14 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import UserError
-from ..fastpath import low_precision_copy
+from ..fastpath import low_precision_copy, native_bfloat16, prepack_linears
 from ..progress import Progress
 from .data import data_key, data_path, load_data, save_data
 from .features import IGNORE, Features, TrainSettings
 from .greedy import collection_dtype, dtype_name, greedy_split, teacher_forced, training_prompts
 from .medusa import MEDUSA_DECAY, MedusaHeads
+
+COLLECT_BATCH_HINT = 256  # rows oneDNN packs the collector's weights for: fast from one step's 64 rows to a prompt pass
 
 
 @dataclass(frozen=True)
@@ -270,6 +272,9 @@ def collect_greedy(
     if dtype != model.dtype:
         progress(f"a {dtype_name(dtype)} copy of the target decodes the answers", 0.0)
         collector = low_precision_copy(model, dtype)
+        # oneDNN's bfloat16 kernels (AMX, AVX512-BF16) with each weight packed once: a 64-row step ~1.3x faster
+        if native_bfloat16(model.device):
+            prepack_linears(collector, COLLECT_BATCH_HINT, 1, dtype)
     reader = None if collector is model else model  # the held-out answers, re-read by the target itself
     train, heldout = greedy_split(
         collector, prompts, settings.heads, budgets, settings.new_tokens, settings.rows, stop_ids, progress, reader
