@@ -423,19 +423,19 @@ LEARNING = (
         "learning",
         "On prompts that share nothing, which source does the controller pick, and what does a wrong pick cost?",
         LEARNING_RECORDED + (("learning.what", "mine"), ("learning.request", TRANSLATION)),
-        "The draft model, every time: on the 10 bench prompts of assets/learning/bench_prompts.json (two per "
-        "category) the controller drafted from the model in all 87 of its drafting rounds, never from traffic or "
-        "both, and ran the same rounds as the draft model on 9 of the 10 prompts. Alone, the traffic drafter "
-        "accepted 0.06 tokens per round over the first 5 prompts and 0.29 over the last 5 (the draft model 2.15 "
-        "and 3.13), its store finding a match for 8% of drafts. Over the last 5 the controller ran 1.02× as fast "
-        "as the draft model; per prompt from 0.92× to 1.19×, and 1.01× on this translation prompt.",
+        "The draft model, every time: on the 10 bench prompts of assets/learning/bench_prompts_amx.json (two per "
+        "category) the controller drafted from the model in all 90 of its drafting rounds, never from traffic or "
+        "both, and ran the same rounds as the draft model on 10 of the 10 prompts. Alone, the traffic drafter "
+        "accepted 0.06 tokens per round over the first 5 prompts and 0.29 over the last 5 (the draft model 2.23 "
+        "and 3.02), its store finding a match for 8% of drafts. Over the last 5 the controller ran 1.00× as fast "
+        "as the draft model; per prompt from 0.99× to 1.02×, and 1.02× on this translation prompt.",
         "Each round the controller takes the source expected to commit the most tokens per second, from each "
         "one's measured acceptance (traffic's by match length) and measured costs, and the draft model is the "
         "floor: a traffic option counts its first token's rate at a lower confidence bound, so a kind of match "
         "must have held more than once before a short one may outbid the model. Where the prompts share nothing the "
         "matches are short and seldom right, so it drafts with the model: the same rounds, the same work, and "
         "the same speed up to the timing noise of short requests (the draft model's own 3 runs of one prompt "
-        "differ by up to 23% here). Before that bound, one traffic guess on this translation prompt failed: a "
+        "differ by up to 11% here). Before that bound, one traffic guess on this translation prompt failed: a "
         "verify that committed one token, and the run took 8 rounds to the model's 6 (0.75×).",
         run=False,
     ),

@@ -349,7 +349,7 @@ def hits(rows: list[dict]) -> str:
 
 def test_the_learning_experiments_set_the_recordings_settings():
     fields = {"confidence": "draft_confidence"}  # sidebar name -> SpecConfig field where they differ
-    for name in ("inventory_drift", "bench_prompts"):
+    for name in ("inventory_drift", "bench_prompts_amx"):
         config = learning(name)["config"]
         for e in experiments.for_page("learning"):
             for setting, value in e.settings:
@@ -413,7 +413,7 @@ def test_the_drift_experiment_numbers_are_the_recorded_drift_stream():
 def test_the_floor_experiment_numbers_are_the_recorded_bench_prompts():
     from specviz.bench.stream import load_stream
 
-    bench = learning("bench_prompts")
+    bench = learning("bench_prompts_amx")
     rows, s = bench["requests"], bench["summary"]
     observe = experiments.by_id("learning_bench").observe
     picked = {k: sum(r["controller"]["sources"][k] for r in rows) for k in ("traffic", "model", "both")}
