@@ -2,7 +2,8 @@
 
 import streamlit as st
 
-from specviz import lab, ui
+from specviz import ui
+from specviz.lessons import lab
 
 ui.page_guard()
 

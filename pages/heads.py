@@ -3,7 +3,7 @@
 import streamlit as st
 
 from specviz import ui
-from specviz.heads.features import TrainSettings, default_epochs, heldout_budget
+from specviz.training.features import TrainSettings, default_epochs, heldout_budget
 
 ui.page_guard()
 

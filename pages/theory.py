@@ -3,7 +3,8 @@ measured (assets/verify_curve_<device>.json) and this session's runs."""
 
 import streamlit as st
 
-from specviz import theory, ui
+from specviz import ui
+from specviz.lessons import theory
 
 ui.page_guard()
 PAGE = "theory"

@@ -1,7 +1,7 @@
 """pytest plugin for scripts/gpu_check.sh: the tests' tiny model pairs live on a CUDA GPU.
 
 Loaded with `-p cuda_plugin` (scripts/ on PYTHONPATH) before the test modules are collected, it
-replaces specviz.tiny.tiny_pair with a version that moves both models to CUDA; the tests' own calls
+replaces specviz.models.tiny.tiny_pair with a version that moves both models to CUDA; the tests' own calls
 with CPU tensors (reference forwards, target.generate) are moved to the model's device. Everything
 else (the engine, its generators, the verify rule, the chi-square test) runs unchanged on CUDA.
 
@@ -19,7 +19,7 @@ import os
 import pytest
 import torch
 
-import specviz.tiny as tiny
+import specviz.models.tiny as tiny
 
 # SPECVIZ_PLUGIN_DEVICE=cpu runs the same wrapping on the CPU (a dry run of this plugin without a GPU).
 _wanted = os.environ.get("SPECVIZ_PLUGIN_DEVICE", "cuda")

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from gpu_check import DRY_RUN_SCALE, random_pair  # noqa: E402
 
 from specviz.bench.batching import GPU_CURVE_TOKENS, format_batching, parse_batches, run_batching  # noqa: E402
-from specviz.config import SpecConfig  # noqa: E402
+from specviz.decoding.config import SpecConfig  # noqa: E402
 
 GPU_BATCHES = "1,2,4,8,16,32,64"
 DRY_RUN_BATCHES = "1,2"

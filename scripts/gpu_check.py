@@ -35,9 +35,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from specviz.bench import BenchSettings, format_curve, format_table, load_prompts, run_benchmark  # noqa: E402
-from specviz.config import SpecConfig  # noqa: E402
-from specviz.kvcache import compiled_decoder, disable_compiled_decoding, enable_compiled_decoding  # noqa: E402
-from specviz.models import ModelPair, PairSpec, compute_dtype  # noqa: E402
+from specviz.decoding.config import SpecConfig  # noqa: E402
+from specviz.decoding.kvcache import compiled_decoder, disable_compiled_decoding, enable_compiled_decoding  # noqa: E402
+from specviz.models.loading import ModelPair, PairSpec, compute_dtype  # noqa: E402
 
 CONFIGS = {
     "target": ROOT / "assets" / "qwen2.5-coder-1.5b-config.json",

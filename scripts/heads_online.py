@@ -33,19 +33,19 @@ from dataclasses import replace
 import torch
 
 from specviz.bench.stream import load_stream
-from specviz.config import SpecConfig
-from specviz.engine import autoregressive_generate, run_to_end, speculative_generate
-from specviz.heads import use_heads
-from specviz.heads.features import TrainSettings
-from specviz.heads.greedy import greedy_rows, teacher_forced, to_features
-from specviz.heads.medusa import MedusaHeads
-from specviz.heads.store import load_heads
-from specviz.heads.train import accuracy, fit, lm_head_rows, reduced_vocabulary
-from specviz.models import PairSpec, load_pair
+from specviz.decoding.config import SpecConfig
+from specviz.decoding.engine import autoregressive_generate, run_to_end
+from specviz.drafters.heads import use_heads
+from specviz.drafters.heads_file import load_heads
+from specviz.drafters.medusa_heads import MedusaHeads
+from specviz.drafters.suffix import TrafficStore
+from specviz.drafters.traffic import TrafficDrafter
+from specviz.models.loading import PairSpec, load_pair
 from specviz.progress import ConsoleProgress
-from specviz.runs import encode
-from specviz.suffix import TrafficStore
-from specviz.traffic import TrafficDrafter
+from specviz.runs import encode, speculative_generate
+from specviz.training.features import TrainSettings
+from specviz.training.greedy import greedy_rows, teacher_forced, to_features
+from specviz.training.train import accuracy, fit, lm_head_rows, reduced_vocabulary
 
 
 def grown(model, heads: MedusaHeads, labels: torch.Tensor, stop_ids: frozenset[int]) -> MedusaHeads:

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import argparse
 
-from specviz.heads.features import Features, TrainSettings
-from specviz.heads.train import collect_both, fit_medusa
-from specviz.models import PairSpec, load_pair
+from specviz.models.loading import PairSpec, load_pair
 from specviz.progress import ConsoleProgress
+from specviz.training.features import Features, TrainSettings
+from specviz.training.train import collect_both, fit_medusa
 
 SHARES = (8, 4, 2, 1)  # the first 1/n of the training answers
 

@@ -31,23 +31,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 FAST = ["-m", "not real and not browser", "-x", "-q", "-p", "no:cacheprovider"]
 TESTS = {  # the tiny-model tests that exercise each file, quick unit tests first; slow chi-square runs left out
-    "specviz/engine.py": [
+    "specviz/decoding/engine.py": [
         "tests/test_eagle.py::test_the_heads_cache_holds_one_true_entry_per_committed_token_but_the_newest",
         "tests/test_engine.py",
         "tests/test_alternatives.py",
     ],
-    "specviz/sampling.py": [
+    "specviz/decoding/sampling.py": [
         "tests/test_sampling.py",
         "tests/test_lossless.py::test_vectorised_sampler_is_lossless_and_the_broken_one_is_not",
         "tests/test_alternatives.py",
     ],
-    "specviz/kvcache.py": [
+    "specviz/decoding/kvcache.py": [
         "tests/test_kvcache.py",
         "tests/test_compiled.py::test_compiled_steps_fill_the_static_cache_exactly",
         "tests/test_engine.py",
         "tests/test_alternatives.py",
     ],
-    "specviz/acceptance.py": ["tests/test_alternatives.py", "tests/test_engine.py"],
+    "specviz/decoding/acceptance.py": ["tests/test_alternatives.py", "tests/test_engine.py"],
 }
 FLIPS = {"<": "<=", "<=": "<", ">": ">=", ">=": ">", "==": "!=", "!=": "==", "+": "-", "-": "+", "*": "/", "/": "*"}
 

@@ -19,14 +19,14 @@ from pathlib import Path
 
 import torch
 
-from specviz import experiments, lab
 from specviz.bench.environment import device_name
-from specviz.config import SpecConfig
-from specviz.lossless import next_token_distributions
-from specviz.models import PairSpec, load_pair
-from specviz.recorded import Recorded, lab_to_json, lossless_to_json, recorded_line
+from specviz.decoding.config import SpecConfig
+from specviz.lessons import experiments, lab
+from specviz.lessons.lossless import next_token_distributions
+from specviz.lessons.recorded import Recorded, lab_to_json, lossless_to_json, recorded_line
+from specviz.models.loading import PairSpec, load_pair
 from specviz.runs import run_trace, speedup
-from specviz.trace import save_trace
+from specviz.traces.trace import save_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPTS = json.loads((ROOT / "assets" / "prompts.json").read_text(encoding="utf-8"))

@@ -14,10 +14,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from specviz.bench.environment import device_name
-from specviz.config import SpecConfig
-from specviz.models import PairSpec, load_pair
+from specviz.decoding.config import SpecConfig
+from specviz.models.loading import PairSpec, load_pair
 from specviz.runs import run_trace, speedup
-from specviz.trace import save_trace
+from specviz.traces.trace import save_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPTS = json.loads((ROOT / "assets" / "prompts.json").read_text(encoding="utf-8"))

@@ -53,7 +53,7 @@ def lab(page, base: str) -> None:
 def alternatives(page, base: str) -> None:
     from playwright.sync_api import expect
 
-    from specviz.trace import load_trace
+    from specviz.traces.trace import load_trace
 
     name = "5_prose_auto_alternatives"
     trace = load_trace(ROOT / "assets" / "traces" / f"{name}.json")

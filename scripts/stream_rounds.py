@@ -16,13 +16,13 @@ import json
 from dataclasses import replace
 
 from specviz.bench.stream import load_stream
-from specviz.config import SpecConfig
-from specviz.engine import run_to_end, speculative_generate
-from specviz.models import PairSpec, load_pair
+from specviz.decoding.config import SpecConfig
+from specviz.decoding.engine import run_to_end
+from specviz.drafters.suffix import TrafficStore
+from specviz.models.loading import PairSpec, load_pair
 from specviz.progress import ConsoleProgress
-from specviz.runs import encode
-from specviz.suffix import TrafficStore
-from specviz.trace import RoundEvent
+from specviz.runs import encode, speculative_generate
+from specviz.traces.trace import RoundEvent
 
 
 def round_lines(name: str, events: list) -> list[str]:

@@ -11,9 +11,9 @@ import json
 import sys
 from dataclasses import asdict
 
-from .bench import add_arguments as add_bench_arguments
-from .bench import main as bench_main
-from .cli_args import (
+from specviz.bench import add_arguments as add_bench_arguments
+from specviz.bench import main as bench_main
+from specviz.cli.args import (
     OneLineParser,
     add_config_arguments,
     add_pair_arguments,
@@ -22,14 +22,14 @@ from .cli_args import (
     pair_spec,
     writing,
 )
-from .errors import UserError
-from .heads.cli import add_arguments as add_train_heads_arguments
-from .progress import ConsoleProgress
-from .runs import PromptError, check_length
+from specviz.errors import UserError
+from specviz.progress import ConsoleProgress
+from specviz.runs import PromptError, check_length
+from specviz.training.cli import add_arguments as add_train_heads_arguments
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
-    from .builtin import prepare_builtin
+    from specviz.models.builtin import prepare_builtin
 
     target_dir, draft_dir = prepare_builtin(progress=ConsoleProgress())
     print(f"built-in pair ready:\n  target {target_dir}\n  draft  {draft_dir}")
@@ -37,8 +37,8 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from .models import load_pair
-    from .runs import encode, run_trace
+    from specviz.models.loading import load_pair
+    from specviz.runs import encode, run_trace
 
     config = config_from(args)
     # every check a user's input can fail runs before the models load (seconds to minutes)
@@ -50,7 +50,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     ids = encode(pair, args.prompt, chat=not args.raw)
     trace = run_trace(pair, args.prompt, config, baseline=args.baseline, prompt_ids=ids)
     if trace_path is not None:
-        from .trace import save_trace
+        from specviz.traces.trace import save_trace
 
         with writing(trace_path, "--save-trace"):
             save_trace(trace, trace_path)
@@ -63,7 +63,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def _json_document(trace) -> dict:
-    from .runs import speedup
+    from specviz.runs import speedup
 
     s = trace.summary
     summary = {
@@ -102,15 +102,11 @@ def _json_document(trace) -> dict:
 
 
 def _print_run(trace) -> None:
-    from .runs import speedup
+    from specviz.drafters import drafter_class
+    from specviz.runs import speedup
 
     s, config = trace.summary, trace.config
-    drafter = {
-        "model": trace.pair.get("draft"),
-        "ngram": "n-gram lookup",
-        "medusa": "Medusa heads",
-        "eagle": "EAGLE head",
-    }[config.drafter]
+    drafter = drafter_class(config.drafter).title.format(draft=trace.pair.get("draft"))
     print(s.text)
     print(f"\n--- speculative ({trace.pair.get('target')} <- {drafter}, {trace.pair.get('device')}) ---")
     print(
@@ -135,8 +131,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_train_heads(args: argparse.Namespace) -> int:
-    from .heads.cli import main as train_heads_main
-    from .models import load_pair
+    from specviz.models.loading import load_pair
+    from specviz.training.cli import main as train_heads_main
 
     return train_heads_main(args, load_pair, pair_spec)
 

@@ -1,6 +1,7 @@
-"""One whole run from text: encode, run speculative (and optionally the baseline), collect a Trace.
+"""The facade the CLI, the bench and the app call: one whole run from text (encode, run speculative and optionally
+the baseline, collect a Trace), and the engine's generators with the config's drafter from the registry.
 
-The CLI and the app both call this; pages pass `on_event` to render rounds as they arrive.
+Pages pass `on_event` to render rounds as they arrive.
 """
 
 from __future__ import annotations
@@ -12,11 +13,15 @@ from contextlib import contextmanager
 
 import torch
 
-from .config import SpecConfig
-from .engine import autoregressive_generate, speculative_generate, vocab_width
-from .errors import UserError
-from .trace import Event, RoundEvent, RunSummary, TokenEvent, Trace
-from .traffic import remember as remember_traffic
+from specviz import drafters
+from specviz.decoding import engine
+from specviz.decoding.config import SpecConfig
+from specviz.decoding.engine import autoregressive_generate, run_to_end, vocab_width
+from specviz.drafters.traffic import remember as remember_traffic
+from specviz.errors import UserError
+from specviz.traces.trace import Event, RoundEvent, RunSummary, TokenEvent, Trace
+
+__all__ = ["autoregressive_generate", "run_to_end", "run_trace", "speculative_generate"]
 
 MAX_PROMPT_CHARS = 8000
 MAX_PROMPT_TOKENS = 2048
@@ -108,6 +113,14 @@ def exclusive(
         yield
     finally:
         lock.release()
+
+
+def speculative_generate(
+    pair, prompt_ids: list[int], config: SpecConfig, cancel: threading.Event | None = None, traffic=None
+) -> Iterator[Event]:
+    """The engine's speculative run with the config's drafter (the registry's factory); the traffic drafters read
+    `traffic` (a TrafficStore; None: the pair's own)."""
+    return engine.speculative_generate(pair, prompt_ids, config, drafters.factory(config.drafter, traffic), cancel)
 
 
 def _drain(events, on_event: Callable[[Event], None] | None) -> tuple[list, RunSummary]:

@@ -27,8 +27,8 @@ def pytest_configure(config):
 def builtin_pair():
     """The real built-in pair, loaded once. scripts/run_tests.sh prepares it and sets
     SPECVIZ_REQUIRE_BUILTIN=1, so there a missing pair fails instead of skipping."""
-    from specviz.builtin import builtin_ready
-    from specviz.models import PairSpec, load_pair
+    from specviz.models.builtin import builtin_ready
+    from specviz.models.loading import PairSpec, load_pair
 
     if not builtin_ready():
         if os.environ.get("SPECVIZ_REQUIRE_BUILTIN") == "1":

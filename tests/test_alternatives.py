@@ -9,17 +9,18 @@ import itertools
 import pytest
 import torch
 
-import specviz.acceptance as acceptance
-from specviz.acceptance import draw_alternatives, pick_alternatives, verify
-from specviz.config import ConfigError, SpecConfig
-from specviz.drafters import Draft
-from specviz.engine import autoregressive_generate, run_to_end, speculative_generate
-from specviz.kvcache import CachedModel
-from specviz.lab import round_origins
-from specviz.sampling import acceptance_ratio, residual
-from specviz.schedule import AutoSchedule
-from specviz.tiny import tiny_pair
-from specviz.trace import Trace, trace_from_json
+import specviz.decoding.acceptance as acceptance
+from specviz.decoding.acceptance import draw_alternatives, pick_alternatives, verify
+from specviz.decoding.config import ConfigError, SpecConfig
+from specviz.decoding.engine import autoregressive_generate, run_to_end
+from specviz.decoding.kvcache import CachedModel
+from specviz.decoding.proposal import Draft
+from specviz.decoding.sampling import acceptance_ratio, residual
+from specviz.decoding.schedule import AutoSchedule
+from specviz.lessons.lab import round_origins
+from specviz.models.tiny import tiny_pair
+from specviz.runs import speculative_generate
+from specviz.traces.trace import Trace, trace_from_json
 
 PROMPT = "def add(a, b):\n    return a + b\n\ndef add(a, b):"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz.trace import load_trace
+from specviz.traces.trace import load_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -398,7 +398,7 @@ def test_every_page_renders(app, page, title):
 
 
 def test_a_run_that_fails_shows_its_message_and_the_app_stays_usable(app, monkeypatch):
-    from specviz.engine import EngineError
+    from specviz.decoding.engine import EngineError
     from specviz.ui import runner
 
     def failing(*args, **kwargs):

@@ -3,9 +3,10 @@
 import pytest
 import torch
 
-from specviz.config import ConfigError, SpecConfig
-from specviz.engine import AUTO_CONFIDENCE, AutoSchedule, autoregressive_generate, run_to_end, speculative_generate
-from specviz.tiny import tiny_pair
+from specviz.decoding.config import ConfigError, SpecConfig
+from specviz.decoding.engine import AUTO_CONFIDENCE, AutoSchedule, autoregressive_generate, run_to_end
+from specviz.models.tiny import tiny_pair
+from specviz.runs import speculative_generate
 
 PROMPT = "def add(a, b):\n    return a + b\n\ndef add(a, b):"
 
@@ -62,7 +63,7 @@ def test_auto_sampling_keeps_the_seeded_stream_valid(pair, prompt_ids):
 
 def test_auto_uses_its_confidence_stop_when_none_is_set(pair, prompt_ids, monkeypatch):
     seen = []
-    from specviz.drafters import ModelDrafter
+    from specviz.drafters.model import ModelDrafter
 
     original = ModelDrafter.propose
 

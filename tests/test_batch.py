@@ -1,4 +1,4 @@
-"""Batched speculative decoding (specviz/batch.py): every row exactly as that prompt run alone.
+"""Batched speculative decoding (specviz/decoding/batch.py): every row exactly as that prompt run alone.
 
 Greedy: each row's tokens equal the single-prompt baseline's, with ragged acceptance (rows accept different
 numbers of drafts, so the round cut matters), prompts of different lengths (left padding, explicit positions) and an
@@ -11,12 +11,12 @@ import torch
 from test_lossless import chi_square_rejects
 from unequal_widths import unequal_pair
 
-import specviz.batch as batch
-from specviz.batch import RowCheck, batch_plain, batch_speculative, left_padded
-from specviz.config import SpecConfig
-from specviz.engine import EngineError, autoregressive_generate, run_to_end
-from specviz.sampling import build_warpers, probabilities
-from specviz.tiny import tiny_pair
+import specviz.decoding.batch as batch
+from specviz.decoding.batch import RowCheck, batch_plain, batch_speculative, left_padded
+from specviz.decoding.config import SpecConfig
+from specviz.decoding.engine import EngineError, autoregressive_generate, run_to_end
+from specviz.decoding.sampling import build_warpers, probabilities
+from specviz.models.tiny import tiny_pair
 
 RAGGED = [[5, 6, 7], [8, 9, 10, 11, 12, 13, 14, 15, 16], [20], [30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42]]
 

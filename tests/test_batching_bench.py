@@ -4,7 +4,7 @@ speed-up, the batch sizes a user may ask for, and the break-even."""
 import pytest
 
 from specviz.bench.batching import batch_prompts, break_even, interpolate, parse_batches, predicted_speedup
-from specviz.config import ConfigError
+from specviz.decoding.config import ConfigError
 
 TOKENS = [1, 2, 4, 8]
 SECONDS = [0.10, 0.10, 0.12, 0.20]

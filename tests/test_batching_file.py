@@ -1,4 +1,4 @@
-"""The batching result loader (specviz/batching_file.py): the bench's own output loads, the shipped asset loads, and
+"""The batching result loader (specviz/traces/batching.py): the bench's own output loads, the shipped asset loads, and
 every damaged or hostile file is refused with a message naming what is wrong."""
 
 import copy
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from specviz.batching_file import MAX_FILE_BYTES, BatchingFileError, check_batching, load_batching
 from specviz.bench.batching import format_batching, run_batching
-from specviz.config import SpecConfig
-from specviz.tiny import tiny_pair
+from specviz.decoding.config import SpecConfig
+from specviz.models.tiny import tiny_pair
+from specviz.traces.batching import MAX_FILE_BYTES, BatchingFileError, check_batching, load_batching
 
 ROOT = Path(__file__).resolve().parent.parent
 

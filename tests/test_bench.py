@@ -19,9 +19,9 @@ from specviz.bench import (
     paired_ratio,
     run_benchmark,
 )
-from specviz.config import ConfigError, SpecConfig
-from specviz.theory import expected_tokens
-from specviz.tiny import tiny_pair
+from specviz.decoding.config import ConfigError, SpecConfig
+from specviz.lessons.theory import expected_tokens
+from specviz.models.tiny import tiny_pair
 
 PROMPTS = {
     "code": ["def add(a, b):\n    return a + b\n\ndef add(a, b):", "for i in range(10):\n    print(i)\n"],

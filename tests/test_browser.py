@@ -119,9 +119,9 @@ def check(seen: dict, tmp_path: Path) -> None:
 
 def test_step_through_in_a_real_browser_on_the_builtin_pair(tmp_path):
     try:
-        from specviz.builtin import builtin_ready
+        from specviz.models.builtin import builtin_ready
     except ImportError:
-        pytest.skip("specviz.builtin is not available yet")
+        pytest.skip("specviz.models.builtin is not available yet")
     if not builtin_ready():
         if os.environ.get("SPECVIZ_REQUIRE_BUILTIN") == "1":
             pytest.fail("the built-in pair is not prepared: run python -m specviz prepare")

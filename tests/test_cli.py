@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from specviz.__main__ import main
-from specviz.config import SEED_LIMIT, ConfigError, SpecConfig
+from specviz.decoding.config import SEED_LIMIT, ConfigError, SpecConfig
 from specviz.errors import ModelLoadError, OutputError
-from specviz.tiny import save_tiny
+from specviz.models.tiny import save_tiny
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
@@ -170,7 +170,7 @@ def test_save_trace_to_an_unwritable_file_is_refused_before_loading():
 
 
 def test_output_path_leaves_no_file_behind_and_refuses_a_read_only_one(tmp_path):
-    from specviz.cli_args import output_path
+    from specviz.cli.args import output_path
 
     fresh = tmp_path / "new.json"
     assert output_path(fresh, "--save-trace") == fresh and not fresh.exists()
@@ -196,7 +196,7 @@ def test_damaged_safetensors_in_a_local_model_is_one_line(tmp_path, local_pair):
 
 
 def test_damaged_builtin_cache_says_to_prepare_again(tmp_path):
-    from specviz.sources import Source, call_pretrained, damaged_weights_error
+    from specviz.models.sources import Source, call_pretrained, damaged_weights_error
 
     builtin_source = Source("draft", "builtin", "builtin", str(tmp_path), "the draft")
     assert "delete that folder and run python -m specviz prepare" in str(
@@ -217,7 +217,7 @@ def test_damaged_builtin_cache_says_to_prepare_again(tmp_path):
 def test_writing_the_trace_fails_in_one_line(local_pair, tmp_path, monkeypatch, capsys):
     import errno
 
-    from specviz import trace
+    from specviz.traces import trace
 
     def full_disk(*_):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -236,7 +236,7 @@ def test_writing_the_trace_fails_in_one_line(local_pair, tmp_path, monkeypatch, 
 
 
 def test_generate_json_with_baseline_and_saved_trace(local_pair, tmp_path, capsys):
-    from specviz.trace import load_trace
+    from specviz.traces.trace import load_trace
 
     path = tmp_path / "trace.json"
     code = main(

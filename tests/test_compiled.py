@@ -7,10 +7,11 @@ fast; scripts/gpu_check.sh runs the real thing (inductor, CUDA graphs) on a GPU.
 import pytest
 import torch
 
-from specviz.config import SpecConfig
-from specviz.engine import autoregressive_generate, run_to_end, speculative_generate
-from specviz.kvcache import CachedModel, compiled_decoder, disable_compiled_decoding, enable_compiled_decoding
-from specviz.tiny import tiny_model, tiny_pair
+from specviz.decoding.config import SpecConfig
+from specviz.decoding.engine import autoregressive_generate, run_to_end
+from specviz.decoding.kvcache import CachedModel, compiled_decoder, disable_compiled_decoding, enable_compiled_decoding
+from specviz.models.tiny import tiny_model, tiny_pair
+from specviz.runs import speculative_generate
 
 PROMPT = "def add(a, b):\n    return a + b\n\ndef add(a, b):"
 

@@ -3,8 +3,11 @@ both (controller.option_rates), the costs it learns from the rounds, and its mem
 
 import pytest
 
-from specviz.config import SpecConfig
-from specviz.controller import (
+from specviz.decoding.config import SpecConfig
+from specviz.decoding.engine import make_generator, run_to_end, vocab_width
+from specviz.decoding.sampling import build_warpers
+from specviz.decoding.schedule import RoundCost
+from specviz.drafters.controller import (
     FLOOR_Z,
     ControllerMemory,
     SourceRate,
@@ -16,13 +19,11 @@ from specviz.controller import (
     option_rates,
     traffic_length,
 )
-from specviz.drafters import ModelDrafter
-from specviz.engine import make_generator, run_to_end, speculative_generate, vocab_width
-from specviz.sampling import build_warpers
-from specviz.schedule import RoundCost
-from specviz.suffix import Proposal, TrafficStore
-from specviz.tiny import tiny_pair
-from specviz.traffic import ControllerDrafter, TrafficDrafter, controller_memory
+from specviz.drafters.model import ModelDrafter
+from specviz.drafters.suffix import Proposal, TrafficStore
+from specviz.drafters.traffic import ControllerDrafter, TrafficDrafter, controller_memory
+from specviz.models.tiny import tiny_pair
+from specviz.runs import speculative_generate
 
 CPU = (0.2, 0.045)  # seconds of a verify and of a draft token on this CPU (built-in pair: ~195 ms, ~43 ms)
 CHEAP_DRAFT = (0.2, 0.01)  # a draft token at 5% of a verify (a GPU with a much smaller draft)
@@ -217,7 +218,7 @@ def test_the_model_is_the_floor_until_a_match_class_has_proven_itself():
 
 def test_the_controller_weighs_the_first_token_at_its_lower_bound(monkeypatch):
     """What ControllerDrafter.propose hands choose_source: a_t's mean (it sets the length) and a_1's lower bound."""
-    import specviz.traffic as traffic
+    import specviz.drafters.traffic as traffic
 
     pair = tiny_pair()
     store = TrafficStore()

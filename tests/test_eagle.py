@@ -5,23 +5,25 @@ import pytest
 import torch
 from test_lossless import RUNS, chi_square_rejects, empirical_joint, exact_joint
 
-import specviz.heads.eagle as eagle
-from specviz.config import SpecConfig
-from specviz.engine import autoregressive_generate, run_to_end, speculative_generate
-from specviz.heads import EagleHead, HeadsError, forget_heads, use_heads
-from specviz.heads.eagle_train import train_eagle
-from specviz.heads.store import load_heads, save_heads, target_fingerprint
-from specviz.heads.train import TrainSettings, lm_head_rows
-from specviz.tiny import tiny_pair
-from specviz.trace import Trace
-from specviz.trace_check import check_trace
+import specviz.drafters.eagle as eagle
+from specviz.decoding.config import SpecConfig
+from specviz.decoding.engine import autoregressive_generate, run_to_end
+from specviz.drafters.eagle_head import head_config
+from specviz.drafters.heads import EagleHead, HeadsError, forget_heads, use_heads
+from specviz.drafters.heads_file import load_heads, save_heads, target_fingerprint
+from specviz.models.tiny import tiny_pair
+from specviz.runs import speculative_generate
+from specviz.traces.check import check_trace
+from specviz.traces.trace import Trace
+from specviz.training.eagle_train import train_eagle
+from specviz.training.train import TrainSettings, lm_head_rows
 
 
 def random_head(pair, keep: list[int] | None = None, seed: int = 0, intermediate: int = 48) -> EagleHead:
     width = pair.target.config.vocab_size
     ids = torch.tensor(keep if keep is not None else list(range(width)))
     torch.manual_seed(seed)
-    head = EagleHead(eagle.head_config(pair.target.config, intermediate), lm_head_rows(pair.target, ids), ids, width)
+    head = EagleHead(head_config(pair.target.config, intermediate), lm_head_rows(pair.target, ids), ids, width)
     return head.eval()
 
 
@@ -144,9 +146,9 @@ def test_without_a_trained_head_the_run_says_how_to_train(tmp_path, monkeypatch)
 
 
 def test_answers_too_short_for_a_window_are_refused_with_what_to_change():
-    from specviz.heads.eagle_train import windows
-    from specviz.heads.features import Features
-    from specviz.heads.train import TrainError
+    from specviz.training.eagle_train import windows
+    from specviz.training.features import Features
+    from specviz.training.train import TrainError
 
     pair = tiny_pair()
     n, hidden = 20, pair.target.config.hidden_size
@@ -161,7 +163,7 @@ def test_the_token_loss_is_against_the_targets_whole_distribution():
     Neither a loss against p's argmax alone (hard labels) nor one whose teacher comes from the prediction passes."""
     import torch.nn.functional as F
 
-    from specviz.heads.eagle_train import CE_WEIGHT, eagle_loss
+    from specviz.training.eagle_train import CE_WEIGHT, eagle_loss
 
     pair = tiny_pair(seed=14)
     head = random_head(pair, keep=[0, 1, 2, 3])
@@ -185,7 +187,7 @@ def test_the_token_loss_is_against_the_targets_whole_distribution():
 def test_training_adds_noise_to_the_input_features_only_within_a_width_that_scales_with_them(monkeypatch):
     """EAGLE-1's augmentation: every batch's input features get uniform noise of half-width FEATURE_NOISE times the
     features' standard deviation; the embeddings, the target features and the labels are the data's own."""
-    import specviz.heads.eagle_train as eagle_train
+    import specviz.training.eagle_train as eagle_train
 
     pair = tiny_pair(seed=15)
     head = random_head(pair, keep=[0, 1, 2, 3])

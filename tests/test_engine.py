@@ -7,19 +7,15 @@ import torch
 from unequal_widths import PROMPT as UNEQUAL_PROMPT
 from unequal_widths import TOKENS, unequal_pair
 
-from specviz.config import ConfigError, SpecConfig
-from specviz.drafters import Draft, lookup_continuation
-from specviz.engine import (
-    EngineError,
-    autoregressive_generate,
-    run_to_end,
-    speculative_generate,
-    start_run,
-    verify_phase,
-)
-from specviz.kvcache import CachedModel
-from specviz.tiny import tiny_pair
-from specviz.trace import RoundEvent
+from specviz import drafters
+from specviz.decoding.config import ConfigError, SpecConfig
+from specviz.decoding.engine import EngineError, autoregressive_generate, run_to_end, start_run, verify_phase
+from specviz.decoding.kvcache import CachedModel
+from specviz.decoding.proposal import Draft
+from specviz.drafters.ngram import lookup_continuation
+from specviz.models.tiny import tiny_pair
+from specviz.runs import speculative_generate
+from specviz.traces.trace import RoundEvent
 
 PROMPT = "def add(a, b):\n    return a + b\n\ndef add(a, b):"
 
@@ -185,7 +181,7 @@ def test_a_kept_sibling_that_repeats_a_drafted_token_reads_its_own_row(pair, pro
     i = next(i for i in range(len(prompt_ids), len(text) - 3) if text[i + 2] == text[i + 2 - back])
     t1, t2, t3 = text[i : i + 3]
     wrong, other = [t for t in range(pair.target.config.vocab_size) if t not in (t1, t2, t3)][:2]
-    run = start_run(pair, text[:i], SpecConfig(gamma=3, alternatives=2), speculative=True)
+    run = start_run(pair, text[:i], SpecConfig(gamma=3, alternatives=2), drafters.factory("model"))
     p, decision = verify_phase(run, Draft([t1, t2, wrong], None, 0), [other, t3])
     assert decision.kept == [t1, t2, t3] and decision.alternative == 1
     assert decision.next_row == 5  # rows: after the pending token, t1, t2, wrong; then after other, after t3
@@ -261,8 +257,9 @@ def test_ngram_without_draft_model(prompt_ids):
     pair.draft = None
     _, summary = run_to_end(speculative_generate(pair, prompt_ids, SpecConfig(drafter="ngram", max_new_tokens=10)))
     assert summary.new_tokens == 10
-    with pytest.raises(EngineError, match="no draft model"):
-        run_to_end(speculative_generate(pair, prompt_ids, SpecConfig(drafter="model", max_new_tokens=10)))
+    for needs_one in ("model", "controller"):  # refused before the run starts, by the registry's capability
+        with pytest.raises(drafters.DrafterError, match="no draft model, which the .* drafter needs"):
+            run_to_end(speculative_generate(pair, prompt_ids, SpecConfig(drafter=needs_one, max_new_tokens=10)))
 
 
 def test_empty_prompt_is_refused(pair):
@@ -323,8 +320,8 @@ def test_lookahead_drafts_the_same_tokens_with_fewer_forwards(pair, prompt_ids, 
 def test_lookahead_keeps_the_draft_cache_consistent(pair, prompt_ids):
     """Wrong guesses are cut from the draft's cache: after a round and a rollback its next logits are
     those of a fresh forward over the committed text."""
-    from specviz.drafters import ModelDrafter
-    from specviz.sampling import build_warpers
+    from specviz.decoding.sampling import build_warpers
+    from specviz.drafters.model import ModelDrafter
 
     config = SpecConfig(gamma=8)
     drafter = ModelDrafter(pair.draft, pair.draft.config.vocab_size, lookahead=8)

@@ -1,4 +1,4 @@
-"""The slow-run advice (specviz/advice.py) and the guided experiments' data (specviz/experiments.py): the rules,
+"""The slow-run advice (lessons/advice.py) and the guided experiments' data (lessons/experiments.py): the rules,
 the numbers the Theory experiments quote, and the Step through and Race experiments' observations on the runs
 recorded for them on the built-in pair (assets/experiments/, scripts/record_assets.py)."""
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from specviz import advice, experiments, theory
+from specviz.lessons import advice, experiments, theory
 from specviz.runs import speedup
-from specviz.trace import load_trace
+from specviz.traces.trace import load_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 CURVE = theory.load_verify_curve(ROOT / "assets" / "verify_curve_cpu.json")
@@ -213,7 +213,7 @@ def test_the_numbers_quoted_are_the_recorded_runs():
 
 
 def lab_batch():
-    from specviz import recorded as recordings
+    from specviz.lessons import recorded as recordings
 
     path = ROOT / "assets" / "lab" / "batch.json"
     if not path.is_file():
@@ -222,7 +222,7 @@ def lab_batch():
 
 
 def test_the_lab_experiments_numbers_are_the_recorded_batch():
-    from specviz import lab
+    from specviz.lessons import lab
 
     runs = lab_batch().runs
 
@@ -257,7 +257,7 @@ def test_the_lab_experiments_numbers_are_the_recorded_batch():
 
 def test_the_heads_experiments_numbers_are_the_recorded_trainings():
     from specviz.charts.heads import VICUNA_7B_TOP1
-    from specviz.heads.report import RECORDED, load_report
+    from specviz.drafters.heads_report import RECORDED, load_report
 
     medusa, eagle = load_report(RECORDED["medusa"]), load_report(RECORDED["eagle"])
     assert medusa["kind"] == "medusa" and eagle["kind"] == "eagle"
@@ -287,7 +287,7 @@ def test_the_heads_experiments_numbers_are_the_recorded_trainings():
 
 
 def batching_cpu() -> dict:
-    from specviz.batching_file import load_batching
+    from specviz.traces.batching import load_batching
 
     return load_batching(ROOT / "assets" / "batching_cpu.json")
 

@@ -1,4 +1,4 @@
-"""The oneDNN prepacked target (specviz.fastpath): the same function as the model it replaces, for every row count."""
+"""The oneDNN prepacked target (specviz.models.fastpath): the same function as the model it replaces, for any rows."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from specviz.fastpath import (
+from specviz.models.fastpath import (
     PrepackedLinear,
     is_prepacked,
     low_precision_copy,
@@ -15,7 +15,7 @@ from specviz.fastpath import (
     prepack_linears,
     quantize_draft,
 )
-from specviz.tiny import tiny_model
+from specviz.models.tiny import tiny_model
 
 pytestmark = pytest.mark.skipif(not prepack_available(), reason="this torch has no oneDNN linear ops")
 

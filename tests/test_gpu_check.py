@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from specviz.batching_file import load_batching
+from specviz.traces.batching import load_batching
 
 ROOT = Path(__file__).resolve().parent.parent
 REHEARSAL_CACHE = Path(os.environ.get("SPECVIZ_REHEARSAL_CACHE", Path.home() / ".cache" / "specviz" / "gpu-rehearsal"))

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz import advice, experiments
-from specviz.trace import load_trace
+from specviz.lessons import advice, experiments
+from specviz.traces.trace import load_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -112,10 +112,10 @@ def test_each_experiment_button_sets_its_settings(monkeypatch, tmp_path, experim
 @pytest.fixture(scope="module")
 def recordings(tmp_path_factory) -> Path:
     """A folder laid out as assets/ is, with recordings of the tiny pair: traces/, lab/, lossless/, experiments/."""
-    from specviz import lab, recorded
-    from specviz.config import SpecConfig
-    from specviz.lossless import next_token_distributions
-    from specviz.tiny import tiny_pair
+    from specviz.decoding.config import SpecConfig
+    from specviz.lessons import lab, recorded
+    from specviz.lessons.lossless import next_token_distributions
+    from specviz.models.tiny import tiny_pair
 
     root = tmp_path_factory.mktemp("assets")
     pair = tiny_pair()

@@ -8,12 +8,16 @@ import torch
 from safetensors.torch import load_file, save_file
 from test_lossless import RUNS, chi_square_rejects, empirical_joint, exact_joint
 
-import specviz.heads.medusa as medusa
-from specviz.config import SpecConfig
-from specviz.engine import autoregressive_generate, run_to_end, speculative_generate
-from specviz.heads import HeadsError, MedusaHeads, forget_heads, use_heads
-from specviz.heads.store import heads_path, load_heads, read_metadata, save_heads, target_fingerprint
-from specviz.heads.train import (
+import specviz.drafters.medusa as medusa
+from specviz.decoding.config import SpecConfig
+from specviz.decoding.engine import autoregressive_generate, run_to_end
+from specviz.drafters.heads import HeadsError, MedusaHeads, forget_heads, use_heads
+from specviz.drafters.heads_file import heads_path, load_heads, read_metadata, save_heads, target_fingerprint
+from specviz.models.tiny import tiny_pair
+from specviz.runs import speculative_generate
+from specviz.traces.check import check_trace
+from specviz.traces.trace import Trace
+from specviz.training.train import (
     IGNORE,
     TrainSettings,
     accuracy,
@@ -26,9 +30,6 @@ from specviz.heads.train import (
     token_chunks,
     train_medusa,
 )
-from specviz.tiny import tiny_pair
-from specviz.trace import Trace
-from specviz.trace_check import check_trace
 
 
 def random_heads(pair, count: int = 3, keep: list[int] | None = None, seed: int = 0) -> MedusaHeads:
@@ -267,7 +268,7 @@ def test_token_ids_beyond_the_target_are_refused(saved):
     pair, path = saved
     tensors, metadata = load_file(str(path)), read_metadata(path)
     tensors["token_ids"] = tensors["token_ids"] + 1000
-    from specviz.heads.store import tensors_digest
+    from specviz.drafters.heads_file import tensors_digest
 
     metadata["sha256"] = tensors_digest(tensors)  # a consistent checksum: the ids themselves must be checked
     save_file(tensors, str(path), metadata=metadata)
@@ -294,7 +295,7 @@ def test_chunks_cover_the_requested_tokens(tmp_path):
 
 def test_the_scaling_script_cuts_whole_answers():
     from scripts.heads_scaling import first_answers
-    from specviz.heads.features import Features
+    from specviz.training.features import Features
 
     lengths = (5, 3, 4, 4)
     n = sum(lengths)
@@ -309,7 +310,7 @@ def test_the_scaling_script_cuts_whole_answers():
 
 def test_the_online_script_grows_the_vocabulary_without_changing_the_heads_on_the_old_one():
     from scripts.heads_online import grown, traffic_hits
-    from specviz.suffix import TrafficStore
+    from specviz.drafters.suffix import TrafficStore
 
     pair = tiny_pair("abcde", seed=1)
     heads = random_heads(pair, count=2, keep=[0, 1, 3])

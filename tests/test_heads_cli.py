@@ -86,8 +86,8 @@ def test_a_damaged_heads_file_is_trained_again(local_pair, cache, capsys):  # no
 def test_each_kind_trains_for_its_own_number_of_epochs_unless_told():
     import argparse
 
-    from specviz.heads.cli import add_arguments, settings_from
-    from specviz.heads.features import EAGLE_EPOCHS
+    from specviz.training.cli import add_arguments, settings_from
+    from specviz.training.features import EAGLE_EPOCHS
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
@@ -99,7 +99,7 @@ def test_each_kind_trains_for_its_own_number_of_epochs_unless_told():
 def test_the_collection_dtype_is_auto_unless_told_and_only_known_ones_are_taken():
     import argparse
 
-    from specviz.heads.cli import add_arguments, settings_from
+    from specviz.training.cli import add_arguments, settings_from
 
     parser = argparse.ArgumentParser()
     parser.exit_on_error = False

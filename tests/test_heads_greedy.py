@@ -6,9 +6,10 @@ from dataclasses import replace
 import pytest
 import torch
 
-from specviz.fastpath import low_precision_copy, native_bfloat16
-from specviz.heads import MedusaHeads
-from specviz.heads.greedy import (
+from specviz.drafters.heads import MedusaHeads
+from specviz.models.fastpath import low_precision_copy, native_bfloat16
+from specviz.models.tiny import tiny_pair
+from specviz.training.greedy import (
     collection_dtype,
     greedy_features,
     greedy_rows,
@@ -17,8 +18,7 @@ from specviz.heads.greedy import (
     training_prompts,
     writing_tasks,
 )
-from specviz.heads.train import IGNORE, TrainSettings, accuracy, split_files, train_medusa
-from specviz.tiny import tiny_pair
+from specviz.training.train import IGNORE, TrainSettings, accuracy, split_files, train_medusa
 
 PROMPTS = [[1, 2, 3, 4, 5], [7, 8], [3]]  # unequal lengths: the batch pads two of them on the left
 
@@ -133,8 +133,8 @@ def test_medusa_trains_on_greedy_continuations(tmp_path):
 
 
 def test_collected_data_is_kept_and_read_back_and_a_bad_file_is_collected_again(tmp_path, monkeypatch):
-    from specviz.heads import data as heads_data
-    from specviz.heads import train as heads_train
+    from specviz.training import data as heads_data
+    from specviz.training import train as heads_train
 
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
     library = tmp_path / "lib"
@@ -193,7 +193,7 @@ def test_collected_data_is_kept_and_read_back_and_a_bad_file_is_collected_again(
 
 
 def test_a_batch_is_filled_in_proportion_to_what_each_list_still_needs():
-    from specviz.heads.greedy import _shares
+    from specviz.training.greedy import _shares
 
     assert _shares([49, 10], [100, 100], 64) == [54, 10]  # scaled up to fill the batch, leftovers to the neediest
     assert _shares([4, 2], [100, 100], 64) == [6, 3]  # half as many again: a small training stays small
@@ -225,7 +225,7 @@ def test_a_bfloat16_copy_writes_the_answers_and_the_target_rereads_the_heldout_o
 
 
 def test_the_collection_dtype_names_the_data_only_when_it_is_not_the_targets_own():
-    from specviz.heads.data import data_key
+    from specviz.training.data import data_key
 
     pair = tiny_pair(seed=4)
     own = data_key(pair.target, TrainSettings(collect_dtype="float32"))
@@ -237,7 +237,7 @@ def test_the_collection_dtype_names_the_data_only_when_it_is_not_the_targets_own
 
 
 def test_a_report_names_a_known_collection_dtype_or_is_refused():
-    from specviz.heads.report import RECORDED, ReportError, check_report, load_report
+    from specviz.drafters.heads_report import RECORDED, ReportError, check_report, load_report
 
     recorded = load_report(RECORDED["medusa"])
     assert recorded["collect_dtype"] in ("float32", "bfloat16")

@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 from test_app import APP, app, finish, go, html_of, state  # noqa: F401 - app is a fixture
 
-from specviz.heads.report import RECORDED, ReportError, check_report, load_report
+from specviz.drafters.heads_report import RECORDED, ReportError, check_report, load_report
 
 GOOD = {
     "heads": 2,
@@ -140,7 +140,7 @@ def test_train_in_the_app_then_draft_with_the_heads(app, tmp_path, monkeypatch, 
 
 def test_medusa_without_trained_heads_says_where_to_train(app, tmp_path, monkeypatch):  # noqa: F811
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "empty"))
-    from specviz.heads import forget_heads
+    from specviz.drafters.heads import forget_heads
     from specviz.ui import pair_loader
 
     loader = pair_loader(app.session_state["state.shared"].settings.spec)

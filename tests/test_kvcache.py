@@ -2,10 +2,10 @@
 
 import torch
 
-from specviz.config import GAMMA_LIMIT, MAX_NEW_TOKENS_LIMIT
-from specviz.kvcache import COMPILED_MAX_LENGTH, CachedModel, fit_width
+from specviz.decoding.config import GAMMA_LIMIT, MAX_NEW_TOKENS_LIMIT
+from specviz.decoding.kvcache import COMPILED_MAX_LENGTH, CachedModel, fit_width
+from specviz.models.tiny import tiny_model
 from specviz.runs import MAX_PROMPT_TOKENS
-from specviz.tiny import tiny_model
 
 WIDTH = 40
 MODEL = tiny_model(WIDTH, seed=3)

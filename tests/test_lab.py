@@ -11,14 +11,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from specviz import charts, lab, theory
-from specviz.config import ConfigError, SpecConfig
-from specviz.jobs import OOM_ADVICE, PairLoader, describe_error, start_job
-from specviz.lossless import LosslessError, lossless_experiment, next_token_distributions
-from specviz.models import PairSpec
+from specviz import charts
+from specviz.decoding.config import ConfigError, SpecConfig
+from specviz.lessons import lab, theory
+from specviz.lessons.lossless import LosslessError, lossless_experiment, next_token_distributions
+from specviz.models.loading import PairSpec
+from specviz.models.tiny import tiny_pair
 from specviz.runs import device_lock, run_trace
-from specviz.tiny import tiny_pair
-from specviz.trace import TokenProb, load_trace
+from specviz.serving.jobs import OOM_ADVICE, PairLoader, describe_error, start_job
+from specviz.traces.trace import TokenProb, load_trace
 
 TINY_TRACE = Path(__file__).resolve().parent / "data" / "tiny_trace.json"
 

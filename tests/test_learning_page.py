@@ -10,8 +10,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from specviz.bench.stream import Request, load_stream, run_stream
-from specviz.config import SpecConfig
-from specviz.tiny import tiny_pair
+from specviz.decoding.config import SpecConfig
+from specviz.models.tiny import tiny_pair
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")

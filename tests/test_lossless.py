@@ -12,14 +12,15 @@ import torch
 from unequal_widths import PROMPT as UNEQUAL_PROMPT
 from unequal_widths import unequal_pair
 
-import specviz.acceptance as acceptance
-import specviz.drafters as drafters
-import specviz.engine as engine
-from specviz.config import SpecConfig
-from specviz.engine import run_to_end, speculative_generate
-from specviz.lossless import lossless_experiment, next_token_distributions
-from specviz.sampling import build_warpers, probabilities, speculative_samples
-from specviz.tiny import tiny_pair
+import specviz.decoding.acceptance as acceptance
+import specviz.decoding.engine as engine
+import specviz.drafters.model as drafters
+from specviz.decoding.config import SpecConfig
+from specviz.decoding.engine import run_to_end
+from specviz.decoding.sampling import build_warpers, probabilities, speculative_samples
+from specviz.lessons.lossless import lossless_experiment, next_token_distributions
+from specviz.models.tiny import tiny_pair
+from specviz.runs import speculative_generate
 
 PROMPT = [1, 2, 3, 1, 2, 3, 1, 2]  # repeats, so the n-gram drafter has something to propose
 RUNS = 2000
@@ -162,8 +163,8 @@ def test_vectorised_sampler_is_lossless_and_the_broken_one_is_not():
 
 
 def test_alternatives_keep_more_candidates_and_the_exact_rate_matches():
-    from specviz.lossless import kept_probability
-    from specviz.sampling import residual
+    from specviz.decoding.sampling import residual
+    from specviz.lessons.lossless import kept_probability
 
     generator = torch.Generator().manual_seed(3)
     p = torch.softmax(torch.randn(20, generator=generator) * 2, -1)

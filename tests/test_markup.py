@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specviz import markup
-from specviz.trace import DraftedToken, RoundEvent, TokenProb, Trace, load_trace
+from specviz.traces.trace import DraftedToken, RoundEvent, TokenProb, Trace, load_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACE = load_trace(ROOT / "tests" / "data" / "tiny_trace.json")

@@ -20,8 +20,8 @@ import pytest
 import torch
 from transformers import LlamaForCausalLM
 
-from specviz import builtin
-from specviz.models import (
+from specviz.models import builtin
+from specviz.models.loading import (
     ModelLoadError,
     PairSpec,
     allow_remote_code,
@@ -31,7 +31,7 @@ from specviz.models import (
     resolve_quantize,
     resolve_source,
 )
-from specviz.tiny import save_tiny
+from specviz.models.tiny import save_tiny
 
 # ---------------------------------------------------------------- tiny local models
 
@@ -63,7 +63,8 @@ def test_local_pair_loads_with_names_quantized_draft_and_pad_token(tmp_path):
 
 
 def test_weights_are_prefetched_in_order_once_only_when_local_and_small_enough(tmp_path, monkeypatch):
-    from specviz import models, prefetch
+    from specviz.models import loading as models
+    from specviz.models import prefetch
 
     target = resolve_source(str(save_tiny(tmp_path / "target", LETTERS)), "target")
     draft = resolve_source(str(save_tiny(tmp_path / "draft", LETTERS)), "draft")
@@ -95,7 +96,7 @@ def test_weights_are_prefetched_in_order_once_only_when_local_and_small_enough(t
     reason="MADV_POPULATE_READ is Linux 5.14+",
 )
 def test_madvise_populate_reads_a_file_in_pieces(tmp_path):
-    from specviz.prefetch import _madvise_populate
+    from specviz.models.prefetch import _madvise_populate
 
     data = tmp_path / "weights.bin"
     data.write_bytes(bytes(range(256)) * 4096)  # 1 MiB

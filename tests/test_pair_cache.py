@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from specviz.errors import ModelLoadError
-from specviz.jobs import PairRegistry
-from specviz.models import PairSpec
+from specviz.models.loading import PairSpec
 from specviz.runs import Cancelled, device_key, device_lock, exclusive
+from specviz.serving.jobs import PairRegistry
 
 BUILTIN = PairSpec()
 OTHERS = [

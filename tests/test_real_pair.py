@@ -3,8 +3,9 @@
 import pytest
 import torch
 
-from specviz.config import SpecConfig
-from specviz.engine import autoregressive_generate, run_to_end, speculative_generate
+from specviz.decoding.config import SpecConfig
+from specviz.decoding.engine import autoregressive_generate, run_to_end
+from specviz.runs import speculative_generate
 
 pytestmark = pytest.mark.real
 

@@ -1,4 +1,4 @@
-"""Recorded lab batches and lossless distributions (specviz/recorded.py): written from real runs of the tiny pair,
+"""Recorded lab batches and lossless distributions (lessons/recorded.py): written from real runs of the tiny pair,
 read back identically, and refused, with a one-line reason, when a file is not one of ours or is damaged."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from dataclasses import replace
 import pytest
 import torch
 
-from specviz import lab, recorded
-from specviz.config import SpecConfig
-from specviz.lossless import next_token_distributions
-from specviz.recorded import Recorded, RecordedError
-from specviz.tiny import tiny_pair
+from specviz.decoding.config import SpecConfig
+from specviz.lessons import lab, recorded
+from specviz.lessons.lossless import next_token_distributions
+from specviz.lessons.recorded import Recorded, RecordedError
+from specviz.models.tiny import tiny_pair
 
 ORIGIN = Recorded("tiny ← tiny+noise", "test CPU (2 CPUs)", "2026-12-01 11:00", "tests/test_recorded.py")
 
@@ -131,7 +131,7 @@ def test_files_that_are_not_json_we_can_read_are_refused(text, message):
 
 
 def test_an_oversized_file_is_refused_before_parsing(tmp_path):
-    from specviz import trace_check
+    from specviz.traces import check as trace_check
 
     path = tmp_path / "big.json"
     path.write_bytes(b" " * (trace_check.MAX_FILE_BYTES + 1))

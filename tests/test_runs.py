@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from specviz.config import SpecConfig
+from specviz.decoding.config import SpecConfig
+from specviz.models.tiny import tiny_pair
 from specviz.runs import Cancelled, PromptError, device_lock, encode, exclusive, run_trace, speedup
-from specviz.tiny import tiny_pair
-from specviz.trace import TraceError, decode_rate, load_trace, save_trace, trace_from_json
+from specviz.traces.trace import TraceError, decode_rate, load_trace, save_trace, trace_from_json
 
 PROMPTS = ["def square(x):\n    return x * x\n\ndef", "The quick brown fox jumps over", "1, 2, 3, 4, 5,"]
 

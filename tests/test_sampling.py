@@ -9,8 +9,8 @@ import pytest
 import torch
 from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
-from specviz.config import SpecConfig
-from specviz.sampling import build_warpers, probabilities, residual, sample, speculative_samples
+from specviz.decoding.config import SpecConfig
+from specviz.decoding.sampling import build_warpers, probabilities, residual, sample, speculative_samples
 
 
 def by_hand(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
@@ -138,8 +138,8 @@ def test_speculative_samples_with_an_exact_draft_follow_p():
 def test_a_zero_draw_never_accepts_a_token_the_target_rules_out(monkeypatch):
     """u is uniform on [0, 1), and torch.rand can return exactly 0.0: a drafted token or an alternative with p = 0
     (ratio 0, e.g. outside top-k) must be refused even then, or the output would not follow p."""
-    from specviz.acceptance import verify
-    from specviz.drafters import Draft
+    from specviz.decoding.acceptance import verify
+    from specviz.decoding.proposal import Draft
 
     monkeypatch.setattr(torch, "rand", lambda n, generator=None, device=None: torch.zeros(n, device=device))
     p = torch.tensor([[0.5, 0.5, 0.0, 0.0], [0.25, 0.25, 0.25, 0.25], [0.1, 0.2, 0.3, 0.4]])

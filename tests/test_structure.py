@@ -91,7 +91,7 @@ def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_no_import_cycle_in_specviz():
     graph = import_graph()
     assert "specviz.bench.cli" in graph["specviz.bench"]  # the walk sees relative imports
-    assert "specviz.engine" in graph["specviz.bench.curve"]
+    assert "specviz.decoding.engine" in graph["specviz.bench.curve"]
     assert find_cycles(graph) == []
 
 
@@ -105,6 +105,69 @@ def test_the_cycle_check_finds_a_cycle(tmp_path):
     (package / "sub" / "c.py").write_text("from .. import a\n")
     (package / "d.py").write_text("from .a import x\n")  # imports the cycle, not part of it
     assert find_cycles(import_graph(package)) == [["pkg.a", "pkg.b", "pkg.sub.c"]]
+
+
+# The package's layers, lowest first (specviz/__init__.py draws the same picture): a module imports from its own
+# folder and from lower layers only; folders on one line stand side by side and never import each other.
+LAYERS = (
+    ("specviz", "specviz.errors", "specviz.progress"),
+    ("specviz.models",),
+    ("specviz.decoding",),
+    ("specviz.drafters",),
+    ("specviz.traces", "specviz.training"),
+    ("specviz.runs",),
+    ("specviz.lessons", "specviz.cli"),
+    ("specviz.bench", "specviz.serving", "specviz.markup"),
+    ("specviz.charts",),
+    ("specviz.ui",),
+    ("specviz.__main__",),
+)
+ENTRY_POINTS = {"specviz", "specviz.__main__", "specviz.errors", "specviz.progress", "specviz.runs"}
+
+
+def layer_of(module: str) -> tuple[str, int]:
+    """(the folder or top-level module that `module` belongs to, its layer)."""
+    best = ("", -1, -1)
+    for rank, units in enumerate(LAYERS):
+        for unit in units:
+            if (module == unit or module.startswith(unit + ".")) and len(unit) > best[2]:
+                best = (unit, rank, len(unit))
+    assert best[1] >= 0, f"{module} is in no layer: add its folder to LAYERS"
+    return best[0], best[1]
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a module from another folder of the same or a higher layer."""
+    found = []
+    for name, targets in sorted(graph.items()):
+        unit, rank = layer_of(name)
+        for target in sorted(targets):
+            target_unit, target_rank = layer_of(target)
+            if target_unit != unit and target_rank >= rank:
+                found.append(f"{name} imports {target}")
+    return found
+
+
+def test_lower_layers_never_import_higher_ones():
+    assert layer_violations(import_graph()) == []
+
+
+def test_the_layer_check_finds_an_upward_import():
+    graph = {
+        "specviz.decoding.engine": {"specviz.drafters.model", "specviz.decoding.kvcache"},
+        "specviz.bench.run": {"specviz.serving.jobs", "specviz.runs"},  # side by side: neither may import the other
+        "specviz.ui.pair": {"specviz.models.loading"},
+    }
+    assert layer_violations(graph) == [
+        "specviz.bench.run imports specviz.serving.jobs",
+        "specviz.decoding.engine imports specviz.drafters.model",
+    ]
+
+
+def test_every_module_lives_in_a_folder_but_the_entry_points():
+    top = {name for name in modules() if name.count(".") == 1 or name == "specviz"}
+    packages = {name for name, path in modules().items() if path.name == "__init__.py"}
+    assert top - packages == ENTRY_POINTS - {"specviz"}
 
 
 # One interpreter imports every third-party name specviz's sources import, then forks a child per module, which

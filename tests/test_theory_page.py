@@ -1,5 +1,5 @@
 """The Theory page against the benchmark's measured verify-cost curve: the speed-up predicted from measured
-times (specviz.theory), its charts, and the page through AppTest with the real curve, with none and with a
+times (specviz.lessons.theory), its charts, and the page through AppTest with the real curve, with none and with a
 damaged one."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 from test_app import app, finish, go  # noqa: F401 - app is a fixture
 
-from specviz import charts, theory
+from specviz import charts
+from specviz.lessons import theory
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from specviz import runs
-from specviz import trace_check as check
-from specviz.config import SpecConfig
-from specviz.tiny import tiny_pair
-from specviz.trace import DraftedToken, RoundEvent, TraceError, load_trace, save_trace, trace_from_json
-from specviz.trace_check import Int, Record
+from specviz.decoding.config import SpecConfig
+from specviz.models.tiny import tiny_pair
+from specviz.traces import check
+from specviz.traces.check import Int, Record
+from specviz.traces.trace import DraftedToken, RoundEvent, TraceError, load_trace, save_trace, trace_from_json
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = sorted((ROOT / "assets" / "traces").glob("*.json"))

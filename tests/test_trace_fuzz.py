@@ -8,7 +8,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specviz.trace import Trace, TraceError, trace_from_json
+from specviz.traces.trace import Trace, TraceError, trace_from_json
 
 ROOT = Path(__file__).resolve().parent.parent
 BASES = [

@@ -9,12 +9,13 @@ import pytest
 
 from specviz import runs
 from specviz.bench.stream import acceptance_metrics, drift_recovery, run_stream, summarize
-from specviz.config import ConfigError, SpecConfig
-from specviz.engine import autoregressive_generate, run_to_end, speculative_generate
-from specviz.suffix import Proposal, SuffixIndex, TrafficStore, continuation, longest_match
-from specviz.tiny import tiny_pair
-from specviz.trace import TraceError, trace_from_json
-from specviz.traffic import ControllerDrafter, TrafficDrafter, agreeing, controller_memory, traffic_store
+from specviz.decoding.config import ConfigError, SpecConfig
+from specviz.decoding.engine import autoregressive_generate, run_to_end
+from specviz.drafters.suffix import Proposal, SuffixIndex, TrafficStore, continuation, longest_match
+from specviz.drafters.traffic import ControllerDrafter, TrafficDrafter, agreeing, controller_memory, traffic_store
+from specviz.models.tiny import tiny_pair
+from specviz.runs import speculative_generate
+from specviz.traces.trace import TraceError, trace_from_json
 
 
 def propose(store: TrafficStore, context: list[int], limit: int = 8, **kw) -> Proposal:
@@ -158,7 +159,7 @@ def test_greedy_equals_target_alone_and_learns_from_traffic(pair, prompt_ids, dr
 def test_the_controller_keeps_the_draft_cache_consistent(pair, prompt_ids, monkeypatch):
     """Force "both" every round: the model continues traffic drafts; its cache must hold a prefix of the committed
     ids after every rollback, and the output must not change."""
-    import specviz.traffic as traffic
+    import specviz.drafters.traffic as traffic
 
     monkeypatch.setattr(
         traffic,
@@ -314,7 +315,7 @@ def test_stream_repeats_keep_the_fastest_run_and_learn_each_request_once(pair, m
 
 
 def test_persistence_is_off_by_default_and_kept_in_the_model_cache_when_on(pair, monkeypatch, tmp_path):
-    import specviz.traffic as traffic
+    import specviz.drafters.traffic as traffic
 
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
     monkeypatch.delenv(traffic.PERSIST_ENV, raising=False)
@@ -349,7 +350,7 @@ def test_the_controller_times_its_own_work_apart_from_the_models(pair, prompt_id
     far below 30 ms while the round's draft time holds the 30 ms; other drafters record none."""
     import time
 
-    from specviz.drafters import ModelDrafter
+    from specviz.drafters.model import ModelDrafter
 
     slow = ModelDrafter.propose
 

@@ -6,11 +6,12 @@ and a broken variant (uniform rows in place of the point masses) must be caught.
 import pytest
 from test_lossless import PROMPT, RUNS, chi_square_rejects, exact_joint
 
-import specviz.traffic as traffic
-from specviz.config import SpecConfig
-from specviz.engine import run_to_end, speculative_generate
-from specviz.suffix import TrafficStore
-from specviz.tiny import tiny_pair
+import specviz.drafters.traffic as traffic
+from specviz.decoding.config import SpecConfig
+from specviz.decoding.engine import run_to_end
+from specviz.drafters.suffix import TrafficStore
+from specviz.models.tiny import tiny_pair
+from specviz.runs import speculative_generate
 
 STORED = PROMPT + [4, 0]  # the whole prompt matches: the store proposes 4, 0 (fewer than gamma: room for the model)
 

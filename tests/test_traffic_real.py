@@ -4,12 +4,12 @@ its floor asks for). Run under flock /tmp/specviz-real.lock."""
 
 import pytest
 
+from specviz import ROOT
 from specviz.bench.stream import load_stream, run_stream
-from specviz.config import SpecConfig
-from specviz.controller import TRAFFIC_PRIOR
-from specviz.prompts import ROOT
-from specviz.suffix import TrafficStore
-from specviz.traffic import controller_memory
+from specviz.decoding.config import SpecConfig
+from specviz.drafters.controller import TRAFFIC_PRIOR
+from specviz.drafters.suffix import TrafficStore
+from specviz.drafters.traffic import controller_memory
 
 pytestmark = pytest.mark.real
 

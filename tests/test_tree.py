@@ -1,4 +1,4 @@
-"""Token trees for the draft heads (specviz/tree.py): the tree forward's rows and states, the shape, the walk's
+"""Token trees for the draft heads (specviz/decoding/tree.py): the tree forward's rows and states, the shape, the walk's
 decisions, exactness and losslessness of Medusa's and EAGLE's trees (with a broken walk caught), the trace checks
 and the view."""
 
@@ -11,17 +11,18 @@ from test_eagle import random_head
 from test_heads import random_heads
 from test_lossless import RUNS, chi_square_rejects, empirical_joint, exact_joint
 
-import specviz.tree as tree_module
-from specviz.config import GAMMA_LIMIT, MAX_TREE_NODES, SpecConfig
-from specviz.drafters import Draft, TreeNode
-from specviz.engine import autoregressive_generate, run_to_end, speculative_generate
-from specviz.heads import forget_heads, use_heads
-from specviz.kvcache import CachedModel
-from specviz.lab import round_origins
+import specviz.decoding.tree as tree_module
+from specviz.decoding.config import GAMMA_LIMIT, MAX_TREE_NODES, SpecConfig
+from specviz.decoding.engine import autoregressive_generate, run_to_end
+from specviz.decoding.kvcache import CachedModel
+from specviz.decoding.proposal import Draft, TreeNode
+from specviz.decoding.tree import build_tree, depths, tree_nodes, tree_shape, verify_tree
+from specviz.drafters.heads import forget_heads, use_heads
+from specviz.lessons.lab import round_origins
 from specviz.markup import explain_round, tree_html
-from specviz.tiny import tiny_pair
-from specviz.trace import Trace, TraceError, trace_from_json
-from specviz.tree import build_tree, depths, tree_nodes, tree_shape, verify_tree
+from specviz.models.tiny import tiny_pair
+from specviz.runs import speculative_generate
+from specviz.traces.trace import Trace, TraceError, trace_from_json
 
 PROMPT = "def add(a, b):\n    return a + b\n\ndef"
 

@@ -7,8 +7,8 @@ output weights, so that the model which has them proposes or produces them often
 
 import torch
 
-from specviz.models import ModelPair, PairSpec
-from specviz.tiny import char_tokenizer, tiny_model
+from specviz.models.loading import ModelPair, PairSpec
+from specviz.models.tiny import char_tokenizer, tiny_model
 
 ALPHABET = "abcdefghijklmnopqrstuvwxyz ."  # 28 characters: token ids 0..28
 TOKENS = len(ALPHABET) + 1

@@ -16,8 +16,10 @@ verify-cost curve. See docs/DESIGN.md, "The bench package" for the method, the t
 
 from __future__ import annotations
 
-from ..prompts import DEFAULT_PROMPTS, ROOT, load_prompts
-from ..theory import curve_time
+from specviz import ROOT
+from specviz.lessons.prompts import DEFAULT_PROMPTS, load_prompts
+from specviz.lessons.theory import curve_time
+
 from .cli import BENCH_DEFAULTS, CATEGORIES, add_arguments, main
 from .curve import (
     CURVE_FORMAT,

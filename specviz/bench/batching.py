@@ -2,7 +2,8 @@
 
 Measured, per device: T(n), the target's KV-cached forward over n new tokens (one row), n = 1..256; per batch size
 B the target's forward over [B, 1] (a plain step) and over [B, gamma + 1] (a verify), and the draft's step over
-[B, 1]; then the real batched loops (specviz.batch) at each B, plain and speculative, greedy, to the same length.
+[B, 1]; then the real batched loops (specviz.decoding.batch) at each B, plain and speculative, greedy, to the same
+length.
 Predicted speed-up at B, from the measured times and the measured round length L (tokens per row per round, the
 cut at the shortest accepted prefix included):
     speed-up(B) = L * T(B) / (gamma * t_draft(B) + T(B * (gamma + 1)))
@@ -18,12 +19,14 @@ from dataclasses import replace
 
 import torch
 
-from ..batch import MAX_BATCH, BatchCache, batch_plain, batch_speculative, left_padded
-from ..cli_args import output_path, writing
-from ..config import ConfigError, SpecConfig
-from ..engine import synchronize, vocab_width
-from ..prompts import ROOT, load_prompts
-from ..runs import encode
+from specviz import ROOT
+from specviz.cli.args import output_path, writing
+from specviz.decoding.batch import MAX_BATCH, BatchCache, batch_plain, batch_speculative, left_padded
+from specviz.decoding.config import ConfigError, SpecConfig
+from specviz.decoding.engine import synchronize, vocab_width
+from specviz.lessons.prompts import load_prompts
+from specviz.runs import encode
+
 from .environment import device_name, is_prepacked, now, transformers_version
 
 BATCHING_FORMAT = "specviz-batching"
@@ -246,7 +249,7 @@ def main(args, pair_loader: Callable[[], tuple], settings: SpecConfig, log: Call
     by_category = list(load_prompts(args.prompts, categories, args.per_category).values())
     # round robin over the categories, so that every batch mixes them
     texts = [ps[i] for i in range(max(map(len, by_category))) for ps in by_category if i < len(ps)]
-    from ..models import resolve_device
+    from specviz.models.loading import resolve_device
 
     default = ROOT / "assets" / f"batching_{resolve_device(args.device).type}.json"
     path = output_path(args.batch_out or default, "--batch-out", make_parents=True)  # checked before the loading

@@ -11,10 +11,12 @@ from pathlib import Path
 
 import torch
 
-from ..cli_args import add_config_arguments, config_from, output_path, pair_spec, writing
-from ..config import SpecConfig
-from ..progress import ConsoleProgress
-from ..prompts import DEFAULT_PROMPTS, ROOT, load_prompts
+from specviz import ROOT
+from specviz.cli.args import add_config_arguments, config_from, output_path, pair_spec, writing
+from specviz.decoding.config import SpecConfig
+from specviz.lessons.prompts import DEFAULT_PROMPTS, load_prompts
+from specviz.progress import ConsoleProgress
+
 from .batching import add_batch_arguments
 from .curve import CURVE_GAMMAS, format_curve
 from .environment import is_prepacked
@@ -125,14 +127,14 @@ def _log(message: str) -> None:
 
 
 def _load(args: argparse.Namespace):
-    from ..models import load_pair
+    from specviz.models.loading import load_pair
 
     started = time.perf_counter()
     spec = replace(pair_spec(args), prepack_target=not args.no_prepack)  # load_pair prepacks by default
     pair = load_pair(spec, progress=ConsoleProgress())
     load_seconds = time.perf_counter() - started
     if args.compile:
-        from ..kvcache import enable_compiled_decoding
+        from specviz.decoding.kvcache import enable_compiled_decoding
 
         models = [pair.target]
         # torch.compile does not trace the CPU's int8 dynamic-quantized draft: that one stays eager
@@ -157,7 +159,7 @@ def _curve_path(args: argparse.Namespace) -> Path | None:
         return output_path(args.curve_out, "--curve-out", make_parents=True)
     if args.target != "builtin":
         return None
-    from ..models import resolve_device
+    from specviz.models.loading import resolve_device
 
     device = resolve_device(args.device)
     return output_path(ROOT / "assets" / f"verify_curve_{device.type}.json", "--curve-out", make_parents=True)

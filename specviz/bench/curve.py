@@ -1,6 +1,6 @@
 """The verify-cost curve: the target's time for one forward over g+1 tokens, and the draft's step.
 
-It gives the theory its costs: c = t_draft / t_target and t_verify(g) (see specviz.theory.curve_time).
+It gives the theory its costs: c = t_draft / t_target and t_verify(g) (see specviz.lessons.theory.curve_time).
 Each figure is the median of its samples; the benchmark adds a set of samples at every prompt, so that
 one noisy moment does not make the curve.
 """
@@ -12,7 +12,8 @@ from collections.abc import Sequence
 
 import torch
 
-from ..engine import synchronize
+from specviz.decoding.engine import synchronize
+
 from .environment import device_name, is_prepacked, now, transformers_version
 
 CURVE_FORMAT = "specviz-verify-curve"
@@ -33,7 +34,7 @@ def _forward_samples(
     """Seconds of KV-cached forwards over n = 1..max_new new tokens after `context` (`repeats` samples
     each, after one warm-up), through the engine's own CachedModel (so a compiled decoder's steps are
     what is timed)."""
-    from ..kvcache import CachedModel
+    from specviz.decoding.kvcache import CachedModel
 
     device = model.device
     generator = torch.Generator().manual_seed(seed)
@@ -141,7 +142,7 @@ def format_curve(curve: dict) -> str:
 def measure_prompt_pass(pair, ids: list[int]) -> float:
     """Seconds of the target's KV-cached forward over the prompt (all but its last token, as the engine's
     separate prompt pass): the work every method does first, subtracted from each one's wall time."""
-    from ..kvcache import CachedModel
+    from specviz.decoding.kvcache import CachedModel
 
     if len(ids) < 2:
         return 0.0

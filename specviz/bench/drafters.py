@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ..config import ConfigError, SpecConfig
+from specviz.decoding.config import ConfigError, SpecConfig
+
 from .curve import measure_prompt_pass
 from .environment import PeakMemory, environment, now
 from .methods import Run, run_method
@@ -42,7 +43,7 @@ def _run(pair, ids: list[int], config: SpecConfig, drafter: str | None, memory: 
 def compare_drafters(
     pair, prompts: dict[str, list[str]], config: SpecConfig, drafters: list[str], chat: bool = True, log: Log = _quiet
 ) -> dict[str, Any]:
-    from ..runs import encode
+    from specviz.runs import encode
 
     encoded = [(c, i, encode(pair, p, chat=chat)) for c, ps in prompts.items() for i, p in enumerate(ps)]
     memory = PeakMemory(pair.device)

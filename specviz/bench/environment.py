@@ -102,6 +102,6 @@ def now() -> str:
 
 
 def is_prepacked(model) -> bool:
-    from ..fastpath import is_prepacked as check
+    from specviz.models.fastpath import is_prepacked as check
 
     return check(model)

@@ -17,8 +17,10 @@ from typing import Any
 
 import torch
 
-from ..config import ConfigError, SpecConfig
-from ..engine import autoregressive_generate, run_to_end, speculative_generate, synchronize
+from specviz.decoding.config import ConfigError, SpecConfig
+from specviz.decoding.engine import autoregressive_generate, run_to_end, synchronize
+from specviz.runs import speculative_generate
+
 from .environment import PeakMemory
 
 METHODS = ("baseline", "speculative", "hf_assisted", "hf_matched", "hf_plain")

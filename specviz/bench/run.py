@@ -11,7 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..config import ConfigError, SpecConfig
+from specviz.decoding.config import ConfigError, SpecConfig
+
 from .curve import CURVE_GAMMAS, add_curve_samples, measure_prompt_pass, measure_verify_curve
 from .environment import PeakMemory, environment, is_prepacked, now
 from .methods import DEFAULT_METHODS, HF_DEFAULTS, METHODS, Run, hf_matched_settings, run_method
@@ -127,7 +128,7 @@ class _Loop:
 
 def run_benchmark(pair, prompts: dict[str, list[str]], settings: BenchSettings, log: Log = _quiet) -> dict[str, Any]:
     """Run every method on every prompt, alternating prompt by prompt; return the JSON document."""
-    from ..runs import encode
+    from specviz.runs import encode
 
     settings.validate()
     methods = _methods_for(pair, settings, log)

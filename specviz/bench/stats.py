@@ -21,8 +21,9 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from ..theory import curve_time, expected_tokens
-from ..trace import decode_rate
+from specviz.lessons.theory import curve_time, expected_tokens
+from specviz.traces.trace import decode_rate
+
 from .methods import Run
 
 PromptPass = dict[tuple[str, int, int], float]  # (category, prompt index, repeat) -> seconds of the prompt pass

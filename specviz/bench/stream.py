@@ -20,13 +20,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..config import SpecConfig
-from ..engine import autoregressive_generate, run_to_end, speculative_generate
-from ..errors import UserError
-from ..runs import encode
-from ..suffix import TrafficStore
-from ..trace import RoundEvent
-from ..traffic import controller_memory, restore_controller_memory
+from specviz.decoding.config import SpecConfig
+from specviz.decoding.engine import autoregressive_generate, run_to_end
+from specviz.drafters.suffix import TrafficStore
+from specviz.drafters.traffic import controller_memory, restore_controller_memory
+from specviz.errors import UserError
+from specviz.runs import encode, speculative_generate
+from specviz.traces.trace import RoundEvent
 
 DRAFTERS = ("model", "traffic", "controller")
 WINDOW = 5  # requests averaged at the start, the end, and before a drift

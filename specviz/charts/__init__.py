@@ -4,7 +4,8 @@ Colours are fixed across the app: p (target) indigo, q (draft) teal, the residua
 tokens orange, accepted green, rejected red, bonus blue, plain decoding slate.
 """
 
-from ..markup import visible  # token text with its whitespace made visible (and clipped)
+from specviz.markup import visible  # token text with its whitespace made visible (and clipped)
+
 from .base import COLORS, FONT
 from .batching import forward_cost_figure, speedup_vs_batch_figure, throughput_figure
 from .learning import learning_figure

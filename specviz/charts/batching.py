@@ -1,4 +1,4 @@
-"""The Batching page's figures, from a checked batching result (specviz.batching_file): speed-up against the batch
+"""The Batching page's figures, from a checked batching result (specviz.traces.batching): speed-up against the batch
 size (measured and predicted, the break-even marked), throughput of both methods, and the verify-cost curve T(n)."""
 
 from __future__ import annotations

@@ -7,10 +7,18 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from ..lab import GammaPoint, GroupStat, PositionStat, baseline_timeline, round_phases, speculative_timeline
-from ..lossless import LosslessResult
-from ..markup import visible
-from ..trace import RoundEvent, Trace
+from specviz.lessons.lab import (
+    GammaPoint,
+    GroupStat,
+    PositionStat,
+    baseline_timeline,
+    round_phases,
+    speculative_timeline,
+)
+from specviz.lessons.lossless import LosslessResult
+from specviz.markup import visible
+from specviz.traces.trace import RoundEvent, Trace
+
 from .base import COLORS, _layout, _unique
 
 

@@ -7,8 +7,9 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from .. import theory
-from ..lab import MeasuredPoint
+from specviz.lessons import theory
+from specviz.lessons.lab import MeasuredPoint
+
 from .base import COLORS, _layout
 
 

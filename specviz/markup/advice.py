@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from .base import md_fmt
 
 if TYPE_CHECKING:  # the words need only its fields; markup imports no engine code
-    from ..advice import SlowRun
+    from specviz.lessons.advice import SlowRun
 
 
 def slow_run_markdown(slow: SlowRun) -> str:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..trace import DraftedToken, RoundEvent
+from specviz.traces.trace import DraftedToken, RoundEvent
+
 from .base import LEGEND_NAMES, MAX_CHIPS, SOURCE_CLASS, VERDICT_CLASS, count, css_class, esc, fmt, fmt_prob, visible
 
 # A row of numbers on a chip: (name, value, "name-class|value-class"); both classes are ours, never data.

@@ -6,7 +6,8 @@ so a file cannot add links or formatting.
 
 from __future__ import annotations
 
-from ..trace import RoundEvent, Trace
+from specviz.traces.trace import RoundEvent, Trace
+
 from .base import code, count, md, md_fmt, md_prob
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..trace import RoundEvent
+from specviz.traces.trace import RoundEvent
+
 from .base import MAX_CELLS, MAX_CHIPS, VERDICT_CLASS, count, css_class, esc, visible
 
 Cell = tuple[object, str]  # (token text, class string built from fixed names)

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..lab import round_origins
-from ..trace import RoundEvent
+from specviz.lessons.lab import round_origins
+from specviz.traces.trace import RoundEvent
+
 from .base import MAX_PROMPT_SHOWN, MAX_TOKEN_CHARS, MAX_TOKENS_DRAWN, ORIGIN_CLASS, clip, count, css_class, esc, fmt
 
 COLORS = {"speculative": "#4f46e5", "plain": "#64748b"}  # as charts.COLORS (kept here: no plotly in markup)

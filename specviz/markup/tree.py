@@ -4,7 +4,8 @@ not a node before it is left out, and at most MAX_CHIPS are drawn."""
 
 from __future__ import annotations
 
-from ..trace import RoundEvent
+from specviz.traces.trace import RoundEvent
+
 from .base import MAX_CHIPS, VERDICT_CLASS, count, css_class, esc, fmt_prob, visible
 
 MARKS = {"accepted": "✓", "rejected": "✗", "unchecked": "·"}

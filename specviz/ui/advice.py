@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from .. import advice, markup
-from ..trace import Trace
+from specviz import markup
+from specviz.lessons import advice
+from specviz.traces.trace import Trace
+
 from .state import key, page_state, shared
 
 

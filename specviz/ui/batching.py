@@ -7,13 +7,14 @@ from dataclasses import replace
 
 import streamlit as st
 
-from .. import charts
-from ..batch import MAX_BATCH
-from ..batching_file import BatchingFileError, load_batching
-from ..bench.batching import CURVE_TOKENS, parse_batches, run_batching
-from ..config import ConfigError
-from ..markup import batching as words
-from ..runs import encode, exclusive
+from specviz import charts
+from specviz.bench.batching import CURVE_TOKENS, parse_batches, run_batching
+from specviz.decoding.batch import MAX_BATCH
+from specviz.decoding.config import ConfigError
+from specviz.markup import batching as words
+from specviz.runs import encode, exclusive
+from specviz.traces.batching import BatchingFileError, load_batching
+
 from .files import curves_dir, load_prompts
 from .pair import require_pair
 from .state import Settings, key, page_state

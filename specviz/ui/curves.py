@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from .. import charts, lab, theory
+from specviz import charts
+from specviz.lessons import lab, theory
+
 from .files import curves_dir
 from .recorded import recorded_points
 from .state import history, key

@@ -1,4 +1,4 @@
-"""Guided experiments on a page (the data: specviz/experiments.py), and the ten-minute path on the home page.
+"""Guided experiments on a page (the data: specviz/lessons/experiments.py), and the ten-minute path on the home page.
 
 Each experiment: its question, one button that sets its settings (and starts the page's run where it has one),
 and, once that run has finished, what to look for and why (docs/DESIGN.md, "Guided experiments").
@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from .. import experiments
-from ..experiments import Experiment
+from specviz.lessons import experiments
+from specviz.lessons.experiments import Experiment
+
 from .advice import apply_settings
 from .state import key, page_state
 

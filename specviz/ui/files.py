@@ -11,16 +11,16 @@ from pathlib import Path
 
 import streamlit as st
 
-from .. import prompts, theory
-from ..config import ConfigError
-from ..markup import md
-from ..trace import Trace, TraceError, load_trace
+from specviz import ASSETS
+from specviz.decoding.config import ConfigError
+from specviz.lessons import prompts, theory
+from specviz.markup import md
+from specviz.traces.trace import Trace, TraceError, load_trace
+
 from .state import key, page_state
 
 log = logging.getLogger(__name__)
 
-ROOT = Path(__file__).resolve().parent.parent.parent
-ASSETS = ROOT / "assets"
 PROMPTS_FILE = ASSETS / "prompts.json"
 CSS_FILE = ASSETS / "style.css"
 

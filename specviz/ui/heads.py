@@ -8,13 +8,14 @@ from dataclasses import replace
 
 import streamlit as st
 
-from .. import markup
-from ..charts.heads import accuracy_figure, training_figure
-from ..heads.report import DATA, RECORDED, ReportError, check_report, load_report
-from ..heads.store import cached_report, heads_path, save_heads, target_fingerprint
-from ..heads.train import TrainSettings, TrainStep
-from ..jobs import PAIRS, Job
-from ..runs import Cancelled, exclusive
+from specviz import markup
+from specviz.charts.heads import accuracy_figure, training_figure
+from specviz.drafters.heads_file import cached_report, heads_path, save_heads, target_fingerprint
+from specviz.drafters.heads_report import DATA, RECORDED, ReportError, check_report, load_report
+from specviz.runs import Cancelled, exclusive
+from specviz.serving.jobs import PAIRS, Job
+from specviz.training.train import TrainSettings, TrainStep
+
 from .pair import pair_override
 from .runner import Work
 from .settings import DRAFTER_LABELS
@@ -41,9 +42,9 @@ def train_work(settings: TrainSettings, kind: str) -> Work:
         settings = replace(settings, heads=1)
 
     def work(job: Job, pair) -> dict:
-        from ..heads import use_heads
-        from ..heads.eagle_train import train_eagle
-        from ..heads.train import train_medusa
+        from specviz.drafters.heads import use_heads
+        from specviz.training.eagle_train import train_eagle
+        from specviz.training.train import train_medusa
 
         job.meta["kind"] = kind  # for the live view's names
 

@@ -10,13 +10,23 @@ from typing import Any
 
 import streamlit as st
 
-from .. import charts
-from ..bench.stream import ROLLING, WINDOW, Request, StreamError, load_stream, load_stream_result, run_stream, summarize
-from ..config import SpecConfig
-from ..jobs import PAIRS, Job
-from ..lab import short
-from ..runs import exclusive
-from ..traffic import forget, traffic_store
+from specviz import charts
+from specviz.bench.stream import (
+    ROLLING,
+    WINDOW,
+    Request,
+    StreamError,
+    load_stream,
+    load_stream_result,
+    run_stream,
+    summarize,
+)
+from specviz.decoding.config import SpecConfig
+from specviz.drafters.traffic import forget, traffic_store
+from specviz.lessons.lab import short
+from specviz.runs import exclusive
+from specviz.serving.jobs import PAIRS, Job
+
 from .files import ASSETS
 from .pair import pair_override
 from .runner import Work

@@ -7,9 +7,10 @@ import time
 
 import streamlit as st
 
-from .. import markup
-from ..jobs import PAIRS, Lease, PairLoader
-from ..models import PairSpec
+from specviz import markup
+from specviz.models.loading import PairSpec
+from specviz.serving.jobs import PAIRS, Lease, PairLoader
+
 from .safe import safe
 from .state import Settings, key
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from .. import lab
-from ..runs import MAX_PROMPT_CHARS
+from specviz.lessons import lab
+from specviz.runs import MAX_PROMPT_CHARS
+
 from .files import load_prompts
 from .state import key, shared
 

@@ -6,10 +6,12 @@ import time
 
 import streamlit as st
 
-from .. import charts, lab, markup
-from ..jobs import Job
-from ..runs import speedup
-from ..trace import RoundEvent, TokenEvent, Trace, decode_rate
+from specviz import charts, markup
+from specviz.lessons import lab
+from specviz.runs import speedup
+from specviz.serving.jobs import Job
+from specviz.traces.trace import RoundEvent, TokenEvent, Trace, decode_rate
+
 from .advice import slow_run_note
 from .files import trace_download, trace_upload
 from .recorded import its_prompt, race_recording, recorded_banner, trace_origin

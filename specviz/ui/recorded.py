@@ -9,9 +9,11 @@ from pathlib import Path
 
 import streamlit as st
 
-from .. import lab, markup, recorded
-from ..lossless import Distributions
-from ..trace import Trace, TraceError, load_trace
+from specviz import markup
+from specviz.lessons import lab, recorded
+from specviz.lessons.lossless import Distributions
+from specviz.traces.trace import Trace, TraceError, load_trace
+
 from .files import recorded_traces, traces_dir
 from .state import page_state
 

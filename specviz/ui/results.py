@@ -7,8 +7,10 @@ from typing import Any
 
 import streamlit as st
 
-from .. import charts, lab, lossless, markup
-from ..jobs import Job
+from specviz import charts, markup
+from specviz.lessons import lab, lossless
+from specviz.serving.jobs import Job
+
 from .files import trace_download
 from .prompt import prompt_picker
 from .runner import BatchResult

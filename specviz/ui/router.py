@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from .files import ROOT
+from specviz import ROOT
 
 ROUTER_KEY = "router.running"  # set by app.py while it runs a page
 

@@ -16,12 +16,13 @@ from typing import Any
 
 import streamlit as st
 
-from .. import lab
-from ..config import SpecConfig
-from ..jobs import Job, Lease, describe_error, start_job
-from ..markup import code
-from ..runs import Cancelled, PromptError, check_length, encode, run_trace
-from ..trace import Trace
+from specviz.decoding.config import SpecConfig
+from specviz.lessons import lab
+from specviz.markup import code
+from specviz.runs import Cancelled, PromptError, check_length, encode, run_trace
+from specviz.serving.jobs import Job, Lease, describe_error, start_job
+from specviz.traces.trace import Trace
+
 from .pair import require_pair
 from .safe import safe
 from .state import PageState, Settings, key, page_state
@@ -271,7 +272,7 @@ def lab_work(plan: Sequence[lab.PlannedRun], chat: bool) -> Work:
 
 
 def lossless_work(prompt: str, config: SpecConfig, chat: bool, answer_prefix: str) -> Work:
-    from ..lossless import next_token_distributions
+    from specviz.lessons.lossless import next_token_distributions
 
     def work(job: Job, pair):
         return next_token_distributions(

@@ -9,7 +9,7 @@ from typing import Any
 
 import streamlit as st
 
-from ..markup import md
+from specviz.markup import md
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ import os
 
 import streamlit as st
 
-from ..markup import code
-from ..models import TRUST_REMOTE_CODE_ENV, PairSpec, allow_remote_code
+from specviz.markup import code
+from specviz.models.loading import TRUST_REMOTE_CODE_ENV, PairSpec, allow_remote_code
 
 ALLOW_CUSTOM_ENV = "SPECVIZ_ALLOW_CUSTOM_MODELS"
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"})

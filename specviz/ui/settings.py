@@ -10,10 +10,12 @@ from typing import Any
 
 import streamlit as st
 
-from ..config import GAMMA_LIMIT, HEAD_DRAFTERS, MAX_NEW_TOKENS_LIMIT, ConfigError, SpecConfig
-from ..heads.store import cached_report
-from ..jobs import PAIRS
-from ..models import BUILTIN, PairSpec
+from specviz.decoding.config import GAMMA_LIMIT, MAX_NEW_TOKENS_LIMIT, ConfigError, SpecConfig
+from specviz.drafters import drafter_class
+from specviz.drafters.heads_file import cached_report
+from specviz.models.loading import BUILTIN, PairSpec
+from specviz.serving.jobs import PAIRS
+
 from .pair import pair_override, pair_status
 from .server import custom_models_allowed, custom_models_note, remote_code_note
 from .state import Settings, key, shared
@@ -207,7 +209,7 @@ def _speculation_section(spec: PairSpec | None) -> None:
         help=DRAFTER_HELP,
     )
     drafter = _value("drafter")
-    if drafter in HEAD_DRAFTERS:
+    if drafter_class(drafter).drafts_tree:
         _heads_note(spec, drafter)
     if drafter == "ngram":
         st.slider("Longest n-gram to match", 1, 8, key=cfg("ngram"))
@@ -222,7 +224,7 @@ def _speculation_section(spec: PairSpec | None) -> None:
             "Each token is still drawn from the draft's q; only the passes are fewer (marked ⇢).",
         )
     if drafter not in ("ngram", "traffic"):  # the point-mass drafters have no other candidates
-        _alternatives_slider(heads=drafter in HEAD_DRAFTERS)
+        _alternatives_slider(heads=drafter_class(drafter).drafts_tree)
     st.number_input(
         f"γ: draft length (1-{GAMMA_LIMIT})",
         step=1,

@@ -11,11 +11,11 @@ from typing import Any
 
 import streamlit as st
 
-from .. import lab
-from ..config import SpecConfig
-from ..jobs import Job
-from ..models import PairSpec
-from ..trace import Trace
+from specviz.decoding.config import SpecConfig
+from specviz.lessons import lab
+from specviz.models.loading import PairSpec
+from specviz.serving.jobs import Job
+from specviz.traces.trace import Trace
 
 HISTORY_LIMIT = 60  # runs kept for the Theory page's measured points
 
@@ -54,7 +54,7 @@ class PageState:
     upload_error: str | None = None  # why that file was refused, shown while it stays in the uploader
     recorded_shown: str | None = None
     autorun: bool = False  # a button (a suggested rerun, an experiment) asked for a run: run_section starts it
-    experiment: str | None = None  # the guided experiment last started on this page (specviz/experiments.py)
+    experiment: str | None = None  # the guided experiment last started on this page (specviz/lessons/experiments.py)
     experiment_job: Job | None = None  # the run it started (its answer shows once this has finished)
 
     @property

@@ -8,11 +8,12 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from .. import charts, markup
-from ..config import SpecConfig
-from ..jobs import Job
-from ..runs import speedup
-from ..trace import RoundEvent, TokenEvent, Trace
+from specviz import charts, markup
+from specviz.decoding.config import SpecConfig
+from specviz.runs import speedup
+from specviz.serving.jobs import Job
+from specviz.traces.trace import RoundEvent, TokenEvent, Trace
+
 from .advice import slow_run_note
 from .files import recorded_traces, trace_download
 from .recorded import its_prompt, recorded_banner, trace_origin

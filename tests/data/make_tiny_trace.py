@@ -10,10 +10,10 @@ from pathlib import Path
 
 import torch
 
-from specviz.config import SpecConfig
+from specviz.decoding.config import SpecConfig
+from specviz.models.tiny import tiny_pair
 from specviz.runs import run_trace
-from specviz.tiny import tiny_pair
-from specviz.trace import save_trace
+from specviz.traces.trace import save_trace
 
 if __name__ == "__main__":
     torch.set_num_threads(1)

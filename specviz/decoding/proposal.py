@@ -1,0 +1,91 @@
+"""What a drafter hands the engine (a Draft), and the protocol every drafter follows.
+
+The engine knows this protocol only; the concrete drafters and the registry of their capabilities live in
+specviz.drafters, one layer up. A drafter is made per run, by a factory the caller passes in (the registry's),
+once the run's target cache exists: the draft heads read the target's hidden states from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+from transformers import LogitsProcessorList
+
+from .config import SpecConfig
+from .kvcache import CachedModel
+from .schedule import RoundCost
+
+
+@dataclass(frozen=True)
+class TreeNode:
+    """An off-chain candidate of a tree draft (tree.py): its token and its parent node (-1: the root, the newest
+    committed token; 0..n-1: the chain's d_1..d_n; n + j: the draft's tree[j], always before this one)."""
+
+    token: int
+    parent: int
+
+
+@dataclass(frozen=True)
+class Draft:
+    ids: list[int]
+    q: torch.Tensor | None  # [len(ids), V] draft probabilities; None for a point-mass drafter
+    forwards: int  # model forward passes spent
+    from_lookahead: tuple[bool, ...] = ()  # per token: its q row came from a forward over lookup guesses
+    source: str = ""  # who drafted, for drafters that choose: "traffic", "model" or "both" (drafters/traffic.py)
+    tree: tuple[TreeNode, ...] = ()  # off-chain candidates (draft heads): a node at depth k is drawn from q[k - 1]
+    choice_seconds: float = 0.0  # a choosing drafter's own work (lookup, choice), outside any model's forwards
+
+
+@dataclass(frozen=True)
+class DraftContext:
+    """What a drafter may be built from, per run."""
+
+    pair: Any  # the loaded pair (its draft model, eos ids, tokenizer); only read
+    config: SpecConfig
+    width: int  # the target's vocabulary: q is over the target's ids
+    target: CachedModel  # the run's target cache (the draft heads read its hidden states)
+    traffic: Any = None  # the store the traffic drafters read; None: the pair's own (set by the caller's factory)
+
+
+class Drafter(Protocol):
+    """Proposes up to gamma tokens per round. Capabilities are class attributes, read before a run starts
+    (by the registry, the CLI, the app and the trace checker) and by the engine."""
+
+    name: str
+    title: str  # who drafts, in a line of output; {draft} stands for the draft model's name
+    needs_draft_model: bool  # a pair without a draft model cannot run it
+    needs_hidden_states: bool  # the target's cache must keep its last hidden states (draft heads)
+    drafts_tree: bool  # hedges with token trees of its own; else the engine may add alternatives for d_n
+    keeps_cache: bool  # has a KV cache of its own (its length is recorded each round)
+    learns: bool  # learn() changes what it drafts next
+    sources: tuple[str, ...]  # the sources it chooses between each round (Draft.source); () when it never chooses
+
+    @property
+    def cache_length(self) -> int: ...
+
+    def prefill(self, ids: list[int]) -> None: ...
+
+    def propose(
+        self,
+        committed: list[int],
+        gamma: int,
+        warpers: LogitsProcessorList,
+        generator: torch.Generator | None,
+        greedy: bool,
+        confidence: float,
+    ) -> Draft: ...
+
+    def rollback(self, committed: list[int]) -> None: ...
+
+    def learn(self, cost: RoundCost) -> None:
+        """The round's measured cost, after each round (a no-op where nothing is learned)."""
+
+
+class DrafterFactory(Protocol):
+    """Makes a run's drafter (the registry's factories: specviz.drafters.factory)."""
+
+    needs_hidden_states: bool
+
+    def __call__(self, context: DraftContext) -> Drafter: ...

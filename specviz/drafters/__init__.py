@@ -1,0 +1,71 @@
+"""Drafters: who proposes the tokens the target checks.
+
+One module per proposer behind the protocol in specviz.decoding.proposal (model.py, ngram.py, traffic.py with its
+controller, medusa.py, eagle.py), and this registry: name -> class, whose capabilities are class attributes. The
+CLI, the bench, the app and the trace checker read them here, before anything slow; the engine is handed a factory
+and never names a drafter. May import: specviz.decoding, specviz.models and the base modules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from specviz.decoding.proposal import DraftContext, Drafter
+from specviz.errors import UserError
+
+from .eagle import EagleDrafter
+from .medusa import MedusaDrafter
+from .model import ModelDrafter
+from .ngram import NgramDrafter
+from .traffic import ControllerDrafter, TrafficDrafter
+
+DRAFTER_CLASSES = (ModelDrafter, NgramDrafter, MedusaDrafter, EagleDrafter, TrafficDrafter, ControllerDrafter)
+REGISTRY: dict[str, type] = {cls.name: cls for cls in DRAFTER_CLASSES}
+
+
+class DrafterError(UserError, ValueError):
+    """A drafter this pair cannot run."""
+
+
+def drafter_class(name: str) -> type:
+    """The registered class of `name` (its capabilities are class attributes)."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise DrafterError(f"no drafter named {name!r}: choose one of {', '.join(REGISTRY)}") from None
+
+
+def needs_draft_model(name: str) -> bool:
+    return drafter_class(name).needs_draft_model
+
+
+def with_capability(capability: str) -> tuple[str, ...]:
+    """The names of the drafters whose class sets `capability`, in the registry's order."""
+    return tuple(name for name, cls in REGISTRY.items() if getattr(cls, capability))
+
+
+@dataclass(frozen=True)
+class Factory:
+    """Makes the named drafter for a run (specviz.decoding.proposal.DrafterFactory)."""
+
+    kind: type
+    traffic: Any = None  # the traffic store its traffic part reads; None: the pair's own
+
+    @property
+    def needs_hidden_states(self) -> bool:
+        return self.kind.needs_hidden_states
+
+    def __call__(self, context: DraftContext) -> Drafter:
+        if self.kind.needs_draft_model and context.pair.draft is None:
+            modelless = ", ".join(n for n in REGISTRY if not REGISTRY[n].needs_draft_model)
+            raise DrafterError(
+                f"this pair has no draft model, which the {self.kind.name} drafter needs: choose one that needs none "
+                f"({modelless}), or load a draft model"
+            )
+        return self.kind.for_run(replace(context, traffic=self.traffic))
+
+
+def factory(name: str, traffic: Any = None) -> Factory:
+    """The factory the engine is handed for drafter `name` (traffic: the store the traffic drafters read)."""
+    return Factory(drafter_class(name), traffic)

@@ -1,0 +1,465 @@
+"""Guided experiments: a question a learner answers by doing one thing, as data (docs/DESIGN.md, "Guided experiments").
+
+An Experiment names its page, the widget values its button sets (session-state keys: "cfg.<name>" for the sidebar,
+"<page>.<name>" for the page's own widgets), whether the button also starts the page's run, what to look for once
+it has run, and why. A page adds experiments by adding an entry to EXPERIMENTS; the ten-minute path (PATH) is an
+ordered list of experiment ids across pages. The observations were checked on the built-in pair (the numbers
+quoted are from the recorded runs in assets/ or from docs/DESIGN.md, "Guided experiments"; the Heads and Batching
+experiments' from assets/heads/*_cpu.json and assets/batching_cpu.json, the Learning ones' from assets/learning/).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from specviz import ASSETS
+
+PROMPTS_FILE = ASSETS / "prompts.json"
+PAGE_FILES = {
+    "step": "pages/step_through.py",
+    "race": "pages/race.py",
+    "theory": "pages/theory.py",
+    "lab": "pages/acceptance_lab.py",
+    "lossless": "pages/lossless.py",
+    "heads": "pages/heads.py",
+    "batching": "pages/batching.py",
+    "learning": "pages/learning.py",
+}
+PAGE_TITLES = {
+    "step": "Step through",
+    "race": "Race",
+    "theory": "Theory",
+    "lab": "Acceptance lab",
+    "lossless": "Lossless",
+    "heads": "Heads",
+    "batching": "Batching",
+    "learning": "Learning",
+}
+
+
+def _example(category: str, index: int = 0) -> str:
+    """An example prompt of assets/prompts.json, so that an experiment's prompt is one the picker offers."""
+    return json.loads(PROMPTS_FILE.read_text(encoding="utf-8"))[category][index]
+
+
+CODE = _example("code")
+PROSE = _example("prose")
+TRANSLATION = _example("translation")
+RENAME = _example("repetition")
+GREEDY_DEFAULTS = (
+    ("cfg.gamma", 5),
+    ("cfg.schedule", "constant"),
+    ("cfg.temperature", 0.0),
+    ("cfg.drafter", "model"),
+    ("cfg.lookahead", 0),
+    ("cfg.alternatives", 0),
+    ("cfg.confidence", 0.0),
+)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    id: str  # unique; the button's key is "<page>.exp_<id>"
+    page: str  # a key of PAGE_FILES
+    question: str
+    settings: tuple[tuple[str, object], ...]  # (session-state key, value) pairs the button sets
+    observe: str  # what the learner should see, revealed once the experiment has run
+    reason: str  # why
+    run: bool = True  # the button also starts the page's run (False: the page reacts to the settings at once)
+
+    @property
+    def values(self) -> dict[str, object]:
+        return dict(self.settings)
+
+
+def _with(base: tuple[tuple[str, object], ...], **changes: object) -> tuple[tuple[str, object], ...]:
+    """base with sidebar settings changed: `_with(GREEDY_DEFAULTS, temperature=1.2)`."""
+    found = dict(base)
+    found.update({f"cfg.{name}": value for name, value in changes.items()})
+    return tuple(found.items())
+
+
+STEP = (
+    Experiment(
+        "prose_defaults",
+        "step",
+        "Run a prose prompt at the sidebar's defaults (γ 5, greedy): how many drafted tokens are kept, and does it "
+        "beat plain decoding?",
+        _with(GREEDY_DEFAULTS) + (("step.prompt", PROSE), ("step.baseline", True)),
+        "Far fewer drafts are kept than on code: the recorded run kept 37%, against 57% with the same settings on "
+        "a code prompt, and most rounds end with a rejection in the first positions. Whether it still beats plain "
+        "decoding depends on the prompt and the machine (the issue measured a haiku at 11% and 0.86×); a run "
+        "slower than plain decoding comes with its explanation and a suggested rerun.",
+        "The 0.5B draft agrees with the 1.5B target on the obvious next token of code, but prose has many good next "
+        "words and the two models pick different ones; every rejected guess is a draft forward wasted.",
+    ),
+    Experiment(
+        "temperature",
+        "step",
+        "Set the temperature to 1.2 on a code prompt: what happens to the acceptance rate, and why?",
+        _with(GREEDY_DEFAULTS, temperature=1.2) + (("step.prompt", CODE), ("step.baseline", True)),
+        "Less change than you might expect: the recorded run kept 52% of its drafts at 1.2, against 57% greedy "
+        "on the same prompt (and the Acceptance lab's recorded run at 1.0 kept 62%). Each chip now shows its "
+        "draw u against min(1, p/q), and a rejection is followed by a token drawn from the residual (↻).",
+        "With sampling a guess d ~ q is kept with probability min(1, p(d)/q(d)), so the expected acceptance is "
+        "Σ min(p, q) = 1 − TV(p, q): the overlap of the two whole distributions, not agreement on the top token. "
+        "Heat flattens both; where the two models spread their mass alike the overlap stays high, and where the "
+        "greedy choice was a near tie it can even rise. A few dozen tokens are a small sample: rerun with "
+        "another seed and the rate moves by several points.",
+    ),
+    Experiment(
+        "ngram_rename",
+        "step",
+        "Switch to the n-gram drafter on a task that repeats the prompt (a rename): where are whole drafts kept?",
+        _with(GREEDY_DEFAULTS, drafter="ngram") + (("step.prompt", RENAME), ("step.baseline", True)),
+        "Rounds inside the copied code keep the whole draft and add a bonus token (★); rounds where the answer "
+        "leaves the prompt (the renamed variable, the end) draft nothing or are rejected at once.",
+        "The n-gram drafter copies what followed the last occurrence of the current words: no model, no cost, "
+        "and right exactly where the answer repeats its prompt.",
+    ),
+)
+
+RACE = (
+    Experiment(
+        "identical",
+        "race",
+        "Race in greedy mode: are the two texts the same, token for token?",
+        _with(GREEDY_DEFAULTS) + (("race.prompt", CODE),),
+        "The identity check is green: both lanes write the same tokens, only at different times.",
+        "In greedy mode a guess is kept only if it is the target's top token, and a rejection is replaced by that "
+        "top token: every token is the one plain decoding would have written.",
+    ),
+    Experiment(
+        "prose_long",
+        "race",
+        "Race a prose prompt with a long draft (γ 8): who wins?",
+        _with(GREEDY_DEFAULTS, gamma=8) + (("race.prompt", PROSE),),
+        "Plain decoding wins: the recorded race kept 25% of the drafts and ran at 0.78×, and the page explains "
+        "why under the race and offers a rerun with a shorter γ.",
+        "A round drafts 8 tokens (8·c ≈ 1.3 target steps on this CPU) and keeps few of them; on the Theory "
+        "page γ 8 needs an acceptance of about 0.6 to pay with the measured times.",
+    ),
+    Experiment(
+        "rename_auto",
+        "race",
+        "Race the rename task with the auto schedule and 8 lookup guesses per draft pass: how large is the speed-up?",
+        _with(GREEDY_DEFAULTS, schedule="auto", lookahead=8) + (("race.prompt", RENAME),),
+        "Speculation wins by far: the recorded race kept 92% of the drafts, 4 tokens per target pass, and ran at "
+        "2.7× (over 64 tokens the recorded run on Step through reaches 4.0×); long stretches appear in the "
+        "speculative lane a round at a time.",
+        "The answer copies the prompt, so prompt lookup guesses long runs right, the draft agrees with it at the "
+        "cost of one pass, and the auto schedule drafts long while the draft is confident.",
+    ),
+)
+
+THEORY = (
+    Experiment(
+        "gamma8_threshold",
+        "theory",
+        "At what acceptance rate does γ 8 stop paying on this CPU?",
+        (("theory.g", 8), ("theory.c", 0.16), ("theory.a", 0.61)),
+        "At a = 0.61 the speed-up with the measured times is about 1.0×; below it γ 8 loses (the formula, "
+        "which assumes a verify costs one step, already breaks even at a = 0.57).",
+        "Eight drafts cost 8·c = 1.3 target steps per round, and the verify pass of 9 tokens costs more than one "
+        "step on a CPU; only a round that keeps most of its guesses earns that back.",
+        run=False,
+    ),
+    Experiment(
+        "cheap_draft",
+        "theory",
+        "A cheap, accurate draft (a = 0.9, c = 0.05): what is the best γ?",
+        (("theory.a", 0.9), ("theory.c", 0.05), ("theory.g", 13)),
+        "The optimal γ is 13, for a speed-up of about 4.7×.",
+        "When a draft token costs little and is usually right, each extra guess still adds expected tokens "
+        "(a^γ shrinks slowly at a = 0.9) for a small cost; the optimum moves out.",
+        run=False,
+    ),
+    Experiment(
+        "prose_gamma",
+        "theory",
+        "With a prose-like acceptance (a = 0.6) and this CPU's c: does a longer draft help?",
+        (("theory.a", 0.6), ("theory.c", 0.16), ("theory.g", 8)),
+        "No: γ 8 gives less than the optimal γ of 2 (3 with the measured times), about 1.5× at best.",
+        "At a = 0.6 a draft of γ tokens is fully accepted with probability 0.6^γ: guesses after the first few "
+        "are almost always thrown away, but each still costs c.",
+        run=False,
+    ),
+)
+
+LAB = (
+    Experiment(
+        "lab_temperature",
+        "lab",
+        "Greedy against temperature 1.0, on code and on prose: which keeps more drafts?",
+        (
+            ("lab.categories", ["code", "prose"]),
+            ("lab.per", 1),
+            ("lab.temps", [0.0, 1.0]),
+            ("lab.drafters", ["model"]),
+            ("lab.schedules", ["constant"]),
+        ),
+        "Code keeps more than prose at both temperatures (the recorded batch: 57% greedy and 62% at 1.0 on code, "
+        "37% and 33% on prose); the temperature moves each by a few points, and not always down.",
+        "The text decides most: code has one obvious next token far more often than prose. The temperature "
+        "changes the test (greedy: the two top tokens agree; sampling: kept with probability min(1, p/q), "
+        "on average the overlap Σ min(p, q)), and the overlap can be as large as the top-token agreement.",
+    ),
+    Experiment(
+        "lab_ngram",
+        "lab",
+        "The n-gram drafter against the draft model, on repetition and on prose: where does copying win?",
+        (
+            ("lab.categories", ["repetition", "prose"]),
+            ("lab.per", 1),
+            ("lab.temps", [0.0]),
+            ("lab.drafters", ["model", "ngram"]),
+            ("lab.schedules", ["constant"]),
+        ),
+        "The n-gram drafter's guesses are kept 36% of the time on the rename prompt and 4% on prose (the recorded "
+        "batch); the draft model keeps more on both (76% and 37%), but each of its guesses costs a forward pass.",
+        "Prompt lookup can only guess text that already occurred; a rename or a spelling fix repeats its prompt, "
+        "prose does not. Its guesses cost no model, so even a low rate can pay where the draft model's cannot.",
+    ),
+    Experiment(
+        "lab_position",
+        "lab",
+        "Along a draft of γ 5: which position is accepted most often?",
+        (
+            ("lab.categories", ["code", "prose", "translation", "repetition", "math"]),
+            ("lab.per", 1),
+            ("lab.temps", [0.0]),
+            ("lab.drafters", ["model"]),
+            ("lab.schedules", ["constant"]),
+            ("cfg.gamma", 5),
+        ),
+        "The By draft position tab shows no steady fall: counting only checked tokens, the recorded batch's greedy "
+        "runs kept 71% at position 1 and 94% at position 4 (the later positions are reached less often).",
+        "The theory assumes one rate a for every position. Real drafts are conditioned on the guesses before "
+        "them: a guess is checked only if all before it were kept, and those rounds are the predictable ones.",
+    ),
+)
+
+LOSSLESS = (
+    Experiment(
+        "broken",
+        "lossless",
+        "Turn on Break the algorithm: which bar moves, and why does the residual fix it?",
+        (("lossless.broken", True),),
+        "TV(speculative, p) jumps far above the noise floor (TV of direct samples), towards TV(draft alone, p): "
+        "the red bars leave p's wherever q differs from p, over-shooting on the tokens q over-weights.",
+        "Redrawing from q after a rejection gives q's shape a second time, so the tokens the draft over-weights "
+        "come out too often. The residual norm(max(0, p − q)) adds exactly the mass the accepted draws miss: "
+        "min(p, q) + (p − q)⁺ = p.",
+        run=False,
+    ),
+    Experiment(
+        "few_samples",
+        "lossless",
+        "Draw only 1,000 samples: is the speculative histogram still as close to p as direct samples are?",
+        (("lossless.n", 1_000), ("lossless.broken", False)),
+        "Both distances grow (the noise floor rises with fewer samples), and they stay about equal.",
+        "The speculative samples follow p exactly, so they are exactly as noisy as direct samples of p: "
+        "TV of n samples shrinks like 1/√n for both.",
+        run=False,
+    ),
+    Experiment(
+        "alternatives",
+        "lossless",
+        "Allow 2 alternatives after a rejection: does the chance that a draft token is kept go up, and is the "
+        "result still p?",
+        (("lossless.alternatives", 2), ("lossless.broken", False)),
+        "P(kept) is above P(accept), and TV(speculative, p) stays at the noise floor.",
+        "Each further candidate c ~ q is kept with probability min(1, r(c)/q(c)), r what the rejections left of "
+        "p: the same step with r in place of p, so the argument that makes one step exact holds again.",
+        run=False,
+    ),
+)
+
+HEADS = (
+    Experiment(
+        "heads_medusa_k",
+        "heads",
+        "Which Medusa head is most accurate, and why does accuracy fall with k?",
+        (("heads.kind", "medusa"), ("heads.count", 4)),
+        "Head 1: on held-out answers its guess is the target's own token 38% of the time (top-5: 61%); head 2 20%, "
+        "head 3 13%, head 4 8% (the recorded training of 4 heads on 18,858 tokens). Medusa-1's heads on Vicuna-7B "
+        "(the markers) fall the same way, from 56% to 15%.",
+        "Every head reads the same h_t, the state at the last token, and head k must guess k + 1 positions on "
+        "without seeing the k tokens in between: each unseen token multiplies the ways the text can go on. Only "
+        "the first guesses of a draft are usually kept, so a long Medusa draft buys little.",
+        run=False,
+    ),
+    Experiment(
+        "heads_medusa_eagle",
+        "heads",
+        "Medusa or EAGLE: which one's first guess is better, and what does each see?",
+        (("heads.kind", "eagle"),),
+        "EAGLE ahead here: the EAGLE head is right 42% of the time (top-5 63%), Medusa's head 1 is right "
+        "38% of the time (top-5 61%), trained on the same 18,858 tokens of the same target's own answers. The gap "
+        "is about twice what another seed moves either by (about 2 points).",
+        "Both guess the same token, the one after the target's next. Medusa's head sees only h_t; EAGLE's layer "
+        "sees the feature f_t and the token the target just chose, and then runs again on its own guess, so its "
+        "second and later guesses see the ones before them, where Medusa's heads 2 to 4 are blind (20%, 13%, 8%). "
+        "The recording measures EAGLE's first guess only; one small layer trained for 222 s has learnt a little "
+        "more from the extra input than Medusa's head: with 18,858 tokens of data, data is the limit for both.",
+        run=False,
+    ),
+    Experiment(
+        "heads_lossless",
+        "heads",
+        "Why does sampling with the heads stay lossless while Medusa's typical acceptance is not?",
+        (("heads.kind", "medusa"),),
+        "The text's distribution does not depend on the drafter: the target keeps a head's guess d with probability "
+        "min(1, p(d)/q(d)), q the head's own distribution (zero outside its output vocabulary of 2,431 tokens), "
+        "and on a rejection draws from norm(max(0, p − q)). Typical acceptance keeps d whenever p(d) is above a "
+        "threshold, and never draws from a residual.",
+        "min(p, q) + (p − q)⁺ = p whatever q is, so a head, however weak, changes only the speed; a token the "
+        "head cannot propose (q = 0) is still reached through the residual, which equals p there. Typical "
+        "acceptance keeps every token the target finds plausible enough, so the text follows a truncated, "
+        "reweighted p: tokens above the threshold come out more often than p says, the rest less.",
+        run=False,
+    ),
+)
+
+BATCHING_SHOWN = (
+    ("cfg.gamma", 4),
+    ("batching.sizes", "1,2,4,8,16"),
+    ("batching.tokens", 16),
+    ("batching.shown", "cpu"),
+)
+
+BATCHING = (
+    Experiment(
+        "batching_break_even",
+        "batching",
+        "At which batch size does speculation stop paying on this CPU, and is it the verify cost or the shorter "
+        "rounds?",
+        BATCHING_SHOWN,
+        "At B = 4: the recorded result (γ 4, 16 tokens per row) measured 2.08× at B = 1, 1.00× at B = 2 and "
+        "0.60× at B = 4. It is the shorter rounds: a round yields 3.20 tokens per row at B = 1 and 1.33 at B = 4, "
+        "while its cost stays about the same, 1.71 and 1.60 plain steps of the batch.",
+        "The batch advances by the shortest accepted prefix of its rows: with four rows, an early rejection in "
+        "any one of them ends the round for all. On this CPU a verify over n = B (γ + 1) = 20 tokens still costs "
+        "1.14 plain steps (1.20 at B = 1): T(n) is nearly flat there, so the verify is not what ends the gain.",
+        run=False,
+    ),
+    Experiment(
+        "batching_throughput",
+        "batching",
+        "Compare the throughput of plain decoding at B = 16 with speculative decoding at B = 1: which serves more "
+        "tokens per second?",
+        BATCHING_SHOWN,
+        "Plain decoding at B = 16 serves 36.2 tokens/s, 5.0 times the 7.2 tokens/s of speculative decoding at "
+        "B = 1 (and speculative decoding at B = 16 only 12.1 tokens/s).",
+        "Both spend the same spare compute: a forward over a few tokens costs about what one token costs. A batch "
+        "fills it with tokens that are all kept, speculation with guesses that may be thrown away. A loaded "
+        "server gets more from the batch, which is why serving engines lower γ as the batch grows; speculation "
+        "is for the latency of a lightly loaded one.",
+        run=False,
+    ),
+    Experiment(
+        "batching_knee",
+        "batching",
+        "Where does T(n), the target's forward over n tokens, stop being flat?",
+        BATCHING_SHOWN,
+        "Around n = 16 to 32: T(1) = 0.296 s, T(16) = 0.430 s, then T(32) = 0.600 s, twice T(1), and T(256) = "
+        "2.853 s, 9.6 times T(1). At B = 16 the verify over n = 80 tokens costs 2.75 plain steps of the batch.",
+        "Below the knee a forward is memory-bound: its time goes into reading the weights once, and a few more "
+        "tokens ride along almost free. Past it the arithmetic dominates and the cost grows with n, so every "
+        "drafted token that is rejected costs real time.",
+        run=False,
+    ),
+)
+
+LEARNING_RECORDED = (  # the sidebar settings the shipped recordings in assets/learning/ were made with
+    ("cfg.gamma", 6),
+    ("cfg.schedule", "auto"),
+    ("cfg.gamma_max", 16),
+    ("cfg.confidence", 0.7),
+    ("cfg.temperature", 0.0),
+    ("cfg.lookahead", 8),
+    ("cfg.alternatives", 2),
+    ("cfg.max_new_tokens", 32),
+)
+
+LEARNING = (
+    Experiment(
+        "learning_traffic_learns",
+        "learning",
+        "Does the traffic drafter learn? Compare its accepted tokens per round over the first 5 requests of the "
+        "recorded stream with the last 5.",
+        LEARNING_RECORDED + (("learning.what", "stream"),),
+        "It does: over the first 5 requests the traffic drafter accepted 0.62 tokens per round (1.52× the target "
+        "alone), over the last 5 5.98 (5.45×), while the draft model went from 2.59 to 2.68 (2.43× to 2.51×). "
+        "Its store found a match for 31% of its drafts over the first 5 requests and 94% over the last 5, and held "
+        "32 requests, 5,204 tokens, at the end.",
+        "It has no weights to train: what it learns is the store. Each finished request adds its text, so a later "
+        "request built from the same template finds a long earlier match, and its guesses are copies of text "
+        "that is about to recur (free ones: no draft forward). The draft model never changes; its numbers move "
+        "with the prompts alone.",
+        run=False,
+    ),
+    Experiment(
+        "learning_drift",
+        "learning",
+        "What happens to the traffic drafter when the stream switches from Python to JavaScript (request 17), "
+        "and how fast does it recover?",
+        LEARNING_RECORDED + (("learning.what", "stream"),),
+        "At request 17 it accepted 0.45 tokens per round (its store found a match for 29% of drafts), against "
+        "2.96 on average over the 5 Python requests before; the draft model accepted 2.20 there, 2.73 on average "
+        "before and 2.92 over the 16 JavaScript requests. The traffic drafter's rolling mean of 3 requests was "
+        "back within 10% of its Python level, and stayed, after 12 JavaScript requests; the last 3 accepted "
+        "4.33, 1.91 and 9.67.",
+        "Its store held Python only: a JavaScript request matches short, generic pieces of it, and what followed "
+        "them in Python is wrong. Each JavaScript request that finishes joins the store, and a later one from the "
+        "same template finds long matches again: it recovers without retraining, template by template (4 "
+        "templates, so the first 4 JavaScript requests all start cold). A request whose answer differs from its "
+        "template's earlier ones (request 31's 1.91) still pays for the wrong guesses. The draft model was trained "
+        "on both languages, so the switch barely moves it.",
+        run=False,
+    ),
+    Experiment(
+        "learning_bench",
+        "learning",
+        "On prompts that share nothing, which source does the controller pick, and what does a wrong pick cost?",
+        LEARNING_RECORDED + (("learning.what", "mine"), ("learning.request", TRANSLATION)),
+        "The draft model, every time: on the 10 bench prompts of assets/learning/bench_prompts_amx.json (two per "
+        "category) the controller drafted from the model in all 90 of its drafting rounds, never from traffic or "
+        "both, and ran the same rounds as the draft model on 10 of the 10 prompts. Alone, the traffic drafter "
+        "accepted 0.06 tokens per round over the first 5 prompts and 0.29 over the last 5 (the draft model 2.23 "
+        "and 3.02), its store finding a match for 8% of drafts. Over the last 5 the controller ran 1.00× as fast "
+        "as the draft model; per prompt from 0.99× to 1.02×, and 1.02× on this translation prompt.",
+        "Each round the controller takes the source expected to commit the most tokens per second, from each "
+        "one's measured acceptance (traffic's by match length) and measured costs, and the draft model is the "
+        "floor: a traffic option counts its first token's rate at a lower confidence bound, so a kind of match "
+        "must have held more than once before a short one may outbid the model. Where the prompts share nothing the "
+        "matches are short and seldom right, so it drafts with the model: the same rounds, the same work, and "
+        "the same speed up to the timing noise of short requests (the draft model's own 3 runs of one prompt "
+        "differ by up to 11% here). Before that bound, one traffic guess on this translation prompt failed: a "
+        "verify that committed one token, and the run took 8 rounds to the model's 6 (0.75×).",
+        run=False,
+    ),
+)
+
+EXPERIMENTS: tuple[Experiment, ...] = STEP + RACE + THEORY + LAB + LOSSLESS + HEADS + BATCHING + LEARNING
+PATH: tuple[str, ...] = (
+    "prose_defaults",
+    "temperature",
+    "identical",
+    "rename_auto",
+    "gamma8_threshold",
+    "lab_ngram",
+    "broken",
+    "heads_medusa_eagle",
+    "batching_break_even",
+    "learning_drift",
+)  # the ten-minute path through the app, in order
+
+
+def for_page(page: str) -> tuple[Experiment, ...]:
+    return tuple(e for e in EXPERIMENTS if e.page == page)
+
+
+def by_id(experiment_id: str) -> Experiment:
+    return next(e for e in EXPERIMENTS if e.id == experiment_id)

@@ -1,0 +1,456 @@
+"""Reading a trace file that anyone may have made: bounded JSON parsing, typed fields, and the agreements
+every run the engine records satisfies.
+
+trace.py builds its dataclasses through the kinds below and then calls check_trace; any refusal is a
+Refused with a one-line message naming the field, which trace.py re-raises as TraceError. Why each rule
+and cap: see docs/DESIGN.md, "Trace files".
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import MISSING, dataclass, fields
+from typing import Any
+
+from specviz.decoding.config import GAMMA_LIMIT, MAX_NEW_TOKENS_LIMIT, RECORD_TOP_LIMIT
+from specviz.decoding.events import RoundEvent, RunSummary, Trace
+from specviz.drafters import drafter_class
+
+from .refused import Refused, expect, show
+from .tree import off_chain
+
+# Caps: generous for any real run (the engine's own limits, or several times runs.py's), small enough that a
+# view of the largest trace stays cheap.
+MAX_FILE_BYTES = 32 * 2**20
+MAX_JSON_OBJECTS = 1_000_000  # a real trace has at most about 250 000 (1024 rounds of up to 240 records)
+MAX_JSON_ARRAYS = 1_000_000  # counted as '[' bytes, strings included; a real trace has about 7 per round
+MAX_TOKEN_ID = 2**31  # ids are below this, and below pair["vocab_size"] when the file names one
+MAX_PROMPT_IDS = 8192  # runs.MAX_PROMPT_TOKENS is 2048
+MAX_PROMPT_CHARS = 32_000  # runs.MAX_PROMPT_CHARS is 8000
+MAX_TOKEN_CHARS = 1024  # one token's text
+MAX_TEXT_CHARS = MAX_NEW_TOKENS_LIMIT * MAX_TOKEN_CHARS  # a run's decoded text
+MAX_NOTE_CHARS = 4096
+MAX_TOP = RECORD_TOP_LIMIT  # record_top, and so every top-k list
+MAX_SECONDS = 86_400.0  # any time in a trace: a day
+MAX_PAIR_ENTRIES = 32
+MAX_PAIR_CHARS = 1024
+MAX_CACHE = MAX_PROMPT_IDS + MAX_NEW_TOKENS_LIMIT + GAMMA_LIMIT
+PROB_SLACK = 1e-6  # float32 rounding can put a probability a hair above 1
+
+
+# --- parsing ----------------------------------------------------------------------------------------------
+
+
+def _no_constant(name: str) -> Any:
+    raise Refused(f"not a usable trace file: {name} is not a number a trace can hold")
+
+
+def parse_json(data: str | bytes) -> Any:
+    """JSON text -> Python values, refusing what could exhaust memory or time, before it is built where it can be:
+    a file over MAX_FILE_BYTES, too many objects or arrays, deep nesting, NaN and Infinity, integers too long for
+    int() (Python's 4300-digit limit). Every refusal is one Refused."""
+    expect(
+        len(data) <= MAX_FILE_BYTES,
+        f"not a usable trace file: it is over {MAX_FILE_BYTES >> 20} MB, the most a trace may hold",
+    )
+    arrays = data.count(b"[" if isinstance(data, bytes) else "[")
+    expect(
+        arrays <= MAX_JSON_ARRAYS,
+        f"not a usable trace file: it has {arrays} '[' characters; the limit is {MAX_JSON_ARRAYS}",
+    )
+    objects = 0
+
+    def count(obj: dict) -> dict:
+        nonlocal objects
+        objects += 1
+        if objects > MAX_JSON_OBJECTS:
+            raise Refused(f"not a usable trace file: it has over {MAX_JSON_OBJECTS} objects")
+        return obj
+
+    try:
+        return json.loads(data, object_hook=count, parse_constant=_no_constant)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise Refused(f"not a JSON file ({exc.__class__.__name__}: {str(exc)[:200]})") from None
+    except ValueError as exc:  # int()'s digit limit, the only other ValueError json.loads raises
+        raise Refused(f"not a usable trace file: {str(exc)[:80]}") from None
+    except RecursionError:
+        raise Refused("not a usable trace file: the JSON is nested too deeply") from None
+    except MemoryError:
+        raise Refused("not a usable trace file: it is too large to read") from None
+
+
+# --- typed fields -----------------------------------------------------------------------------------------
+# Each kind reads one JSON value at a path such as rounds[3].drafted[1].verdict: it checks the type (a bool is
+# not a number), the range, and a container's length before reading its items. They run once per value of a
+# file, so a message is only formatted once a check fails.
+
+
+@dataclass(frozen=True)
+class Int:
+    lo: int
+    hi: int
+
+    def read(self, value: Any, where: str) -> int:
+        if type(value) is not int:
+            raise Refused(f"{where} must be an integer, got {show(value)}")
+        if not self.lo <= value <= self.hi:
+            raise Refused(f"{where} must be between {self.lo} and {self.hi}, got {show(value)}")
+        return value
+
+
+@dataclass(frozen=True)
+class Float:
+    lo: float
+    hi: float  # finite: an int within it converts to a float exactly enough
+
+    def read(self, value: Any, where: str) -> float:
+        if type(value) not in (int, float):
+            raise Refused(f"{where} must be a number, got {show(value)}")
+        if not self.lo <= value <= self.hi:  # also refuses inf and nan (1e999 parses to inf)
+            raise Refused(f"{where} must be between {self.lo:g} and {self.hi:g}, got {show(value)}")
+        return float(value)
+
+
+@dataclass(frozen=True)
+class Str:
+    max_chars: int
+
+    def read(self, value: Any, where: str) -> str:
+        if type(value) is not str:
+            raise Refused(f"{where} must be a string, got {show(value)}")
+        if len(value) > self.max_chars:
+            raise Refused(f"{where} is {len(value)} characters long; the limit is {self.max_chars}")
+        if not (value.isascii() or _is_unicode(value)):
+            raise Refused(f"{where} holds an unpaired surrogate (\\ud800-\\udfff)")
+        return value
+
+
+def _is_unicode(text: str) -> bool:
+    """JSON's \\u escapes can make a lone surrogate, which no page, file or message can encode."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+class Bool:
+    def read(self, value: Any, where: str) -> bool:
+        if type(value) is not bool:
+            raise Refused(f"{where} must be true or false, got {show(value)}")
+        return value
+
+
+@dataclass(frozen=True)
+class Choice:
+    values: tuple[str, ...]
+
+    def read(self, value: Any, where: str) -> str:
+        if type(value) is not str or value not in self.values:
+            raise Refused(f"{where} must be one of {', '.join(map(repr, self.values))}, got {show(value)}")
+        return value
+
+
+@dataclass(frozen=True)
+class Optional:
+    kind: Any
+
+    def read(self, value: Any, where: str) -> Any:
+        return None if value is None else self.kind.read(value, where)
+
+
+@dataclass(frozen=True)
+class Many:
+    item: Any
+    max_len: int
+    min_len: int = 0
+
+    def read(self, value: Any, where: str) -> tuple:
+        if type(value) is not list:
+            raise Refused(f"{where} must be an array, got {show(value)}")
+        if not self.min_len <= len(value) <= self.max_len:
+            raise Refused(f"{where} has {len(value)} items; it must have {self.min_len} to {self.max_len}")
+        return tuple(self.item.read(v, f"{where}[{i}]") for i, v in enumerate(value))
+
+
+@dataclass(frozen=True)
+class Names:
+    """A flat object of short strings (the pair's names)."""
+
+    max_entries: int
+    max_chars: int
+
+    def read(self, value: Any, where: str) -> dict[str, str]:
+        if type(value) is not dict:
+            raise Refused(f"{where} must be an object, got {show(value)}")
+        if len(value) > self.max_entries:
+            raise Refused(f"{where} has {len(value)} entries; the limit is {self.max_entries}")
+        text = Str(self.max_chars)
+        return {text.read(k, f"{where} key"): text.read(v, f"{where}[{show(k)}]") for k, v in value.items()}
+
+
+class Record:
+    """A dataclass: every field has a kind; unknown or missing fields are refused unless lenient (then unknown
+    ones are dropped and missing ones keep their defaults, as SpecConfig.from_dict does)."""
+
+    def __init__(self, cls: type, kinds: dict[str, Any], lenient: bool = False):
+        names = {f.name for f in fields(cls)}
+        if set(kinds) != names:  # a field added to the dataclass without a rule for reading it
+            raise TypeError(f"{cls.__name__}: kinds for {sorted(set(kinds) ^ names)} out of step")
+        self.cls, self.kinds, self.lenient = cls, kinds, lenient
+        self.required = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
+
+    def values(self, value: Any, where: str) -> dict[str, Any]:
+        if type(value) is not dict:
+            raise Refused(f"{where or 'the trace'} must be an object, got {show(value)}")
+        if not self.lenient and (value.keys() - self.kinds.keys() or any(n not in value for n in self.required)):
+            unknown = sorted(value.keys() - self.kinds.keys())
+            expect(not unknown, f"{where or 'the trace'} has unknown fields: {', '.join(map(show, unknown[:5]))}")
+            missing = [name for name in self.required if name not in value]
+            raise Refused(f"{where or 'the trace'} lacks the fields: {', '.join(missing)}")
+        prefix = f"{where}." if where else ""
+        return {k: self.kinds[k].read(v, prefix + k) for k, v in value.items() if k in self.kinds}
+
+    def read(self, value: Any, where: str) -> Any:
+        return self.cls(**self.values(value, where))
+
+
+# --- agreement --------------------------------------------------------------------------------------------
+# What every run speculative_generate and autoregressive_generate record satisfies, and nothing more: a file
+# that breaks one of these was not recorded, and the views may rely on them (positions, counts, totals).
+
+
+def check_trace(trace: Trace) -> None:
+    vocab = vocab_size(trace.pair)
+    for where, ids in _id_lists(trace):
+        if ids and max(ids) >= vocab:
+            raise Refused(f"{where} holds the id {max(ids)}, outside the vocabulary of {vocab} tokens")
+    rounds = trace.rounds
+    _check_steps(rounds, "rounds")
+    _check_rounds(trace)
+    expect(trace.summary.method == "speculative", f"summary.method must be 'speculative', got {trace.summary.method!r}")
+    counts = (
+        len(rounds),
+        sum(len(r.drafted) for r in rounds),
+        sum(r.n_accepted for r in rounds),
+        sum(r.draft_forwards for r in rounds),
+    )
+    _check_totals(
+        trace.summary,
+        "summary",
+        trace.config.max_new_tokens,
+        counts=counts,
+        appended=[t for r in rounds for t in r.appended],
+        ends=rounds[-1].elapsed if rounds else 0.0,
+    )
+    _check_baseline(trace)
+
+
+def vocab_size(pair: dict[str, str]) -> int:
+    """The vocabulary the trace names (pair["vocab_size"], a decimal string), else the hard cap MAX_TOKEN_ID."""
+    stated = pair.get("vocab_size")
+    if stated is None:
+        return MAX_TOKEN_ID
+    expect(
+        stated.isascii() and stated.isdigit() and len(stated) <= 10 and 0 < int(stated) <= MAX_TOKEN_ID,
+        f"pair['vocab_size'] must be a whole number from 1 to {MAX_TOKEN_ID}, got {show(stated)}",
+    )
+    return int(stated)
+
+
+def _id_lists(trace: Trace) -> Iterator[tuple[str, Sequence[int]]]:
+    yield "prompt_ids", trace.prompt_ids
+    for i, r in enumerate(trace.rounds):
+        yield f"rounds[{i}].drafted", [d.id for d in r.drafted]
+        yield f"rounds[{i}].alternatives", [a.id for a in r.alternatives]
+        yield f"rounds[{i}].tree", [t.id for t in r.tree]
+        yield f"rounds[{i}].next_token", [r.next_token.id]
+        for name in ("top_p", "top_q", "top_residual"):
+            yield f"rounds[{i}].{name}", [t.id for t in getattr(r, name)]
+        yield f"rounds[{i}].appended", r.appended
+    yield "summary.token_ids", trace.summary.token_ids
+    yield "baseline", [e.token.id for e in trace.baseline]
+    if trace.baseline_summary is not None:
+        yield "baseline_summary.token_ids", trace.baseline_summary.token_ids
+
+
+def _check_steps(steps: Sequence[Any], where: str) -> None:
+    """Rounds or baseline tokens: numbered 0, 1, 2, ... and finished in time order."""
+    elapsed = 0.0
+    for i, step in enumerate(steps):
+        expect(step.index == i, f"{where}[{i}].index is {step.index}; they are numbered 0, 1, 2, ...")
+        expect(step.elapsed >= elapsed, f"{where}[{i}].elapsed ({step.elapsed:g} s) is before the one ahead of it")
+        elapsed = step.elapsed
+
+
+def _check_rounds(trace: Trace) -> None:
+    config, prompt, last = trace.config, len(trace.prompt_ids), len(trace.rounds) - 1
+    # Before round 0 a cache holds the prompt but its last token (which goes into the first verify), or nothing
+    # when the prompt is fused into round 0; the n-gram drafter has no cache.
+    target = 0 if config.fuse_prompt else prompt - 1
+    # Medusa's heads keep no cache; EAGLE's holds one entry per committed token but the newest two before round 0.
+    keeps_cache = drafter_class(config.drafter).keeps_cache
+    draft = 0 if not keeps_cache else max(0, target - 1) if config.drafter == "eagle" else target
+    caches = (target, draft)
+    position = 0
+    for i, r in enumerate(trace.rounds):
+        where = f"rounds[{i}]"
+        expect(r.position == position, f"{where}.position is {r.position}; the rounds before it appended {position}")
+        cut = _check_round(r, trace.config, where)
+        expect(not cut or i == last, f"{where}.appended stops at an end of sequence, yet more rounds follow")
+        position += len(r.appended)
+        _check_caches(r, where, caches, committed=prompt + position, drafter=config.drafter)
+        caches = (r.target_cache_after, r.draft_cache_after)
+
+
+def _check_caches(r: RoundEvent, where: str, before: tuple[int, int], committed: int, drafter: str) -> None:
+    """Each round starts from the caches the last one left. After it, the target's cache holds the committed tokens
+    but the newest (the next forward feeds it again), or one fewer where a kept alternative replaced the draft it
+    had cached, or as many fewer as a kept tree path has nodes; the draft's holds at most as many (none for the
+    n-gram drafter, fewer after a plain step)."""
+    expect(
+        r.target_cache_before == before[0],
+        f"{where}.target_cache_before is {r.target_cache_before}; the round before left {before[0]}",
+    )
+    expect(
+        r.draft_cache_before == before[1],
+        f"{where}.draft_cache_before is {r.draft_cache_before}; the round before left {before[1]}",
+    )
+    fewest = committed - 1 - max(1, len(r.tree_path))
+    expect(
+        fewest <= r.target_cache_after <= committed - 1,
+        f"{where}.target_cache_after is {r.target_cache_after}; with {committed} tokens committed it is "
+        f"{fewest} to {committed - 1}",
+    )
+    most = committed - 1 if drafter_class(drafter).keeps_cache else 0
+    expect(r.draft_cache_after <= most, f"{where}.draft_cache_after is {r.draft_cache_after}; at most {most} here")
+
+
+def _check_round(r: RoundEvent, config: Any, where: str) -> bool:
+    """The round's parts agree with each other and the settings; True when appended was cut at an end of sequence."""
+    n = len(r.drafted)
+    expect(
+        n <= r.gamma <= max(config.gamma, config.gamma_max),
+        f"{where}.gamma is {r.gamma}, with {n} drafted and the settings' gamma {config.gamma}, "
+        f"gamma_max {config.gamma_max}",
+    )
+    expect(
+        r.rejection_index is None or r.rejection_index < n,
+        f"{where}.rejection_index is {r.rejection_index}, past its {n} drafted tokens",
+    )
+    rejection = n if r.rejection_index is None else r.rejection_index
+    expected = ["accepted"] * rejection + ["rejected"] * (rejection < n) + ["unchecked"] * (n - rejection - 1)
+    expect(
+        [d.verdict for d in r.drafted] == expected,
+        f"{where}.drafted: the verdicts disagree with rejection_index {r.rejection_index}",
+    )
+    extra, bonus = off_chain(r, config, where)
+    expect(
+        r.n_accepted == rejection + len(extra),
+        f"{where}.n_accepted is {r.n_accepted}; its verdicts give {rejection + len(extra)}",
+    )
+    expect(
+        r.next_source == ("bonus" if bonus else "resampled"),
+        f"{where}.next_source is {r.next_source!r}, but the verdicts make the next token a "
+        f"{'bonus' if bonus else 'resampled'} one",
+    )
+    expect(not bonus or not (r.top_q or r.top_residual), f"{where}: a bonus token has no top_q or top_residual")
+    for name in ("top_p", "top_q", "top_residual"):
+        expect(
+            len(getattr(r, name)) <= config.record_top,
+            f"{where}.{name} has {len(getattr(r, name))} tokens; the settings' record_top is {config.record_top}",
+        )
+    model = _check_source(r, config.drafter, where)
+    # A draft model or the EAGLE head: one to n passes (lookahead shares some); Medusa's heads: one pass for all
+    # n; the n-gram and traffic drafters: none.
+    most = {"medusa": min(n, 1), "eagle": n}.get(config.drafter, n if model else 0)
+    expect(
+        r.draft_forwards == 0 if most == 0 else 1 <= r.draft_forwards <= most,
+        f"{where}.draft_forwards is {r.draft_forwards} for {n} tokens drafted by the {config.drafter} drafter",
+    )
+    _check_draws(r.drafted, config.greedy, f"{where}.drafted")
+    _check_draws(r.alternatives, config.greedy, f"{where}.alternatives")
+    _check_draws(r.tree, config.greedy, f"{where}.tree")
+    full = [d.id for d in r.drafted[:rejection]] + extra + [r.next_token.id]
+    expect(
+        list(r.appended) == full[: len(r.appended)],
+        f"{where}.appended is not the accepted drafts, then any kept alternative or tree path, then next_token",
+    )
+    return len(r.appended) < len(full)
+
+
+def _check_source(r: RoundEvent, drafter: str, where: str) -> bool:
+    """A drafter that chooses names its choice whenever it drafted; the others never name one. True when a model
+    drafted this round's tokens (or some of them)."""
+    kind = drafter_class(drafter)
+    allowed = kind.sources
+    expect(
+        r.draft_source in allowed or (r.draft_source == "" and not (allowed and r.drafted)),
+        f"{where}.draft_source is {show(r.draft_source)}, for {len(r.drafted)} tokens drafted by the {drafter} "
+        f"drafter (it names {' or '.join(map(repr, allowed)) or 'no source'})",
+    )
+    return (kind.needs_draft_model and not allowed) or r.draft_source in ("model", "both")
+
+
+def _check_draws(tokens: Sequence[Any], greedy: bool, where: str) -> None:
+    """Greedy decides by argmax (no draws); sampling draws u for every checked token and keeps it iff u < ratio."""
+    for i, d in enumerate(tokens):
+        if (d.u is not None) != (not greedy and d.verdict != "unchecked"):
+            mode = "greedy" if greedy else "sampling"
+            raise Refused(f"{where}[{i}].u is {show(d.u)} for a {d.verdict} token ({mode})")
+        if d.u is not None and (d.u < d.ratio) != (d.verdict == "accepted"):
+            raise Refused(f"{where}[{i}].verdict is {d.verdict!r}, but u is {d.u} and ratio {d.ratio}")
+
+
+def _check_baseline(trace: Trace) -> None:
+    events, summary = trace.baseline, trace.baseline_summary
+    if summary is None:
+        expect(not events, "baseline has tokens but there is no baseline_summary")
+        return
+    expect(
+        summary.method == "autoregressive", f"baseline_summary.method must be 'autoregressive', got {summary.method!r}"
+    )
+    expect(trace.summary.finish_reason != "cancelled", "a cancelled run has no baseline, yet baseline_summary is set")
+    _check_steps(events, "baseline")
+    _check_totals(
+        summary,
+        "baseline_summary",
+        trace.config.max_new_tokens,
+        appended=[e.token.id for e in events],
+        counts=(len(events), 0, 0, 0),
+        ends=events[-1].elapsed if events else 0.0,
+    )
+
+
+def _check_totals(
+    s: RunSummary, where: str, max_new_tokens: int, appended: list[int], counts: tuple[int, int, int, int], ends: float
+) -> None:
+    """A summary agrees with its events: counts (steps, drafted, accepted, draft forwards), tokens, rates, and
+    times (its seconds cover the prefill and every event, the last of which ends at `ends`)."""
+    expect(list(s.token_ids) == appended, f"{where}.token_ids are not the tokens its events appended")
+    expect(s.new_tokens == len(appended), f"{where}.new_tokens is {s.new_tokens}; its events appended {len(appended)}")
+    expect(
+        s.new_tokens <= max_new_tokens and (s.finish_reason != "length" or s.new_tokens == max_new_tokens),
+        f"{where}: {s.new_tokens} tokens, finish_reason {s.finish_reason!r}, max_new_tokens {max_new_tokens}",
+    )
+    expect(s.finish_reason != "eos" or s.new_tokens > 0, f"{where}.finish_reason is 'eos' but no token was made")
+    expect(
+        s.prefill_seconds <= s.seconds and ends <= s.seconds,
+        f"{where}.seconds ({s.seconds:g}) ends before its prefill or its last event ({ends:g} s)",
+    )
+    steps, drafted, accepted, forwards = counts
+    for name, total in (("rounds", steps), ("drafted", drafted), ("accepted", accepted), ("draft_forwards", forwards)):
+        expect(getattr(s, name) == total, f"{where}.{name} is {getattr(s, name)}; its events add up to {total}")
+    rates = (
+        ("acceptance_rate", accepted, drafted),
+        ("mean_accepted_per_round", accepted, steps),
+        ("tokens_per_second", s.new_tokens, s.seconds - s.prefill_seconds),
+    )
+    for name, numerator, denominator in rates:
+        expected = numerator / denominator if denominator > 0 else 0.0
+        expect(
+            math.isclose(getattr(s, name), expected, rel_tol=1e-6, abs_tol=1e-9),
+            f"{where}.{name} is {getattr(s, name):g}; its counts give {expected:g}",
+        )
