@@ -48,6 +48,7 @@ TESTS = {  # the tiny-model tests that exercise each file, quick unit tests firs
         "tests/test_alternatives.py",
     ],
     "specviz/decoding/acceptance.py": ["tests/test_alternatives.py", "tests/test_engine.py"],
+    "specviz/decoding/tree.py": ["tests/test_tree.py", "tests/test_alternatives.py"],
 }
 FLIPS = {"<": "<=", "<=": "<", ">": ">=", ">=": ">", "==": "!=", "!=": "==", "+": "-", "-": "+", "*": "/", "/": "*"}
 

@@ -9,14 +9,13 @@ import itertools
 import pytest
 import torch
 
-import specviz.decoding.acceptance as acceptance
-from specviz.decoding.acceptance import draw_alternatives, pick_alternatives, verify
+import specviz.decoding.tree as tree_walk
 from specviz.decoding.config import ConfigError, SpecConfig
 from specviz.decoding.engine import autoregressive_generate, run_to_end
 from specviz.decoding.kvcache import CachedModel
-from specviz.decoding.proposal import Draft
-from specviz.decoding.sampling import acceptance_ratio, residual
+from specviz.decoding.proposal import Draft, TreeNode
 from specviz.decoding.schedule import AutoSchedule
+from specviz.decoding.tree import draw_alternatives, pick_alternatives, verify_tree
 from specviz.lessons.lab import round_origins
 from specviz.models.tiny import tiny_pair
 from specviz.runs import speculative_generate
@@ -45,7 +44,7 @@ def test_tree_forward_matches_separate_forwards(pair, prompt_ids, attention):
         context, chain, siblings = prompt_ids[:12], [5, 6, 7], [8, 9]
         tree = CachedModel(model, width)
         tree.feed(context)
-        rows = tree.feed_branches(chain, siblings, chain_rows=3)
+        rows = tree.feed_tree(chain, [(sibling, len(chain) - 2) for sibling in siblings], chain_rows=3)
         assert tree.ids == context + chain and tree.cache.get_seq_length() == len(context + chain)  # siblings cropped
         plain = CachedModel(model, width)
         plain.feed(context)
@@ -153,16 +152,14 @@ def test_alternatives_are_picked_for_the_last_drafted_token_when_the_draft_is_un
 def _position_distribution(p_row, q_row, alternatives, runs, seed=0):
     """How often each token ends up at a draft position whose draft is checked with `alternatives` more candidates."""
     V = p_row.shape[0]
-    p = torch.stack([p_row, torch.full((V,), 1.0 / V)] + [torch.full((V,), 1.0 / V)] * V)  # rows after each token
+    p = torch.stack([p_row] + [torch.full((V,), 1.0 / V)] * (1 + alternatives))  # then a row after each node
     generator = torch.Generator().manual_seed(seed)
     counts = torch.zeros(V)
     for _ in range(runs):
         token = int(torch.multinomial(q_row, 1, generator=generator))
-        draft = Draft([token], q_row[None], 1)
         others = draw_alternatives(q_row, token, alternatives, generator, greedy=False)
-        rows = {t: 2 + t for t in range(V)}
-        rows[token] = 1
-        decision = verify(p, draft, generator, greedy=False, alternatives=others, alternative_rows=rows)
+        draft = Draft([token], q_row[None], 1, tree=tuple(TreeNode(t, -1) for t in others))  # siblings of d_1
+        decision = verify_tree(p, draft, generator, greedy=False)
         counts[decision.kept[0] if decision.kept else decision.next_token] += 1
     return counts / runs
 
@@ -176,17 +173,10 @@ def test_recursive_rejection_sampling_follows_p(alternatives):
     assert 0.5 * float((empirical - p).abs().sum()) < 0.03  # sampling noise alone: about 0.01
 
 
-def _check_alternatives_against_p(p_j, q_j, res, *, alternatives, generator, greedy):
-    """acceptance._check_alternatives with ONE bug: each candidate is kept with min(1, p(c)/q(c)) instead of
-    min(1, r(c)/q(c)). The draft's own check and the residual chain r_m (and so the final fallback) are untouched."""
-    draws, ratios = [], []
-    for m, candidate in enumerate(alternatives):
-        ratios.append(float(acceptance_ratio(p_j[candidate], q_j[candidate])))  # the bug: p_j, not res
-        draws.append(float(torch.rand(1, generator=generator)))
-        if draws[-1] < ratios[-1]:
-            return m, res, draws, ratios
-        res = residual(res, q_j)
-    return None, res, draws, ratios
+def _left_unchanged(left, q):
+    """The walk's residual step with ONE bug: a refused candidate leaves p as it was, so every later candidate is kept
+    with min(1, p(c)/q(c)) instead of min(1, r(c)/q(c)), and the fallback draws from p, not from what is left."""
+    return left
 
 
 @pytest.mark.parametrize("alternatives", [1, 3])
@@ -194,9 +184,9 @@ def test_checking_alternatives_against_p_instead_of_the_residual_is_detected(mon
     g = torch.Generator().manual_seed(1)
     p = torch.softmax(torch.randn(6, generator=g) * 1.5, -1)
     q = torch.softmax(torch.randn(6, generator=g) * 1.5, -1)
-    monkeypatch.setattr(acceptance, "_check_alternatives", _check_alternatives_against_p)
+    monkeypatch.setattr(tree_walk, "residual", _left_unchanged)
     empirical = _position_distribution(p, q, alternatives, 6000)
-    assert 0.5 * float((empirical - p).abs().sum()) > 0.05  # measured: 0.15 (1 alternative), 0.27 (3)
+    assert 0.5 * float((empirical - p).abs().sum()) > 0.05  # measured: 0.23 (1 alternative), 0.29 (3); correct: 0.013, 0.011
 
 
 def test_trace_keeps_alternatives(pair, prompt_ids):

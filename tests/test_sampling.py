@@ -138,14 +138,14 @@ def test_speculative_samples_with_an_exact_draft_follow_p():
 def test_a_zero_draw_never_accepts_a_token_the_target_rules_out(monkeypatch):
     """u is uniform on [0, 1), and torch.rand can return exactly 0.0: a drafted token or an alternative with p = 0
     (ratio 0, e.g. outside top-k) must be refused even then, or the output would not follow p."""
-    from specviz.decoding.acceptance import verify
-    from specviz.decoding.proposal import Draft
+    from specviz.decoding.proposal import Draft, TreeNode
+    from specviz.decoding.tree import verify_tree
 
     monkeypatch.setattr(torch, "rand", lambda n, generator=None, device=None: torch.zeros(n, device=device))
     p = torch.tensor([[0.5, 0.5, 0.0, 0.0], [0.25, 0.25, 0.25, 0.25], [0.1, 0.2, 0.3, 0.4]])
     q = torch.full((1, 4), 0.25)
-    decision = verify(p, Draft([2], q, 1), None, greedy=False, alternatives=[3], alternative_rows={3: 2})
-    assert decision.kept == [] and decision.rejection_index == 0 and decision.alternative is None
+    decision = verify_tree(p, Draft([2], q, 1, tree=(TreeNode(3, -1),)), None, greedy=False)  # 3: an alternative
+    assert decision.kept == [] and decision.rejection_index == 0 and decision.tree_path == () and decision.corrected
     assert decision.u == [0.0] and decision.ratios == [0.0] and decision.next_token in (0, 1)
 
     samples = speculative_samples(p[0], q[0], 1000, alternatives=1)

@@ -5,12 +5,13 @@ committed ids, the clock) lives in the call; the shared models are never mutated
 q = draft, gamma = draft length, x = the committed tokens.
 
 One round (see docs/DESIGN.md, "The engine"):
-  1. draft   d_i ~ q_i = transform(draft logits | x, d_<i),  i = 1..n <= gamma  (drafters.py; alternatives
-             c_1..c_k to d_n when the draft is unsure of it, acceptance.pick_alternatives; the draft heads'
-             own token tree, tree.py)
-  2. verify  one target forward over [x_last, d_1..d_n] (and the c_m or the tree's nodes, each seeing its own
-             path) gives p_1..p_{n+1} and a row after each off-chain candidate
-  3. accept  a prefix of the draft, then a correction or a bonus token (acceptance.verify; tree.verify_tree)
+  1. draft   d_i ~ q_i = transform(draft logits | x, d_<i),  i = 1..n <= gamma  (a Drafter, proposal.py); the
+             draft heads hedge with a token tree of their own, a draft model with alternatives c_1..c_k to d_n
+             when it is unsure of it: siblings of d_n in the same tree (tree.py)
+  2. verify  one target forward over [x_last, d_1..d_n] and the tree's nodes, each seeing its own path, gives
+             p_1..p_{n+1} and a row after each off-chain node
+  3. accept  a prefix of the chain, or a path down the tree, then a correction or a bonus token (acceptance.verify
+             for a chain; tree.verify_tree, the one walk, for anything with candidates off the chain)
   4. commit  the kept tokens, and roll both KV caches back to them (DynamicCache.crop)
 gamma per round comes from a schedule (schedule.py); events are built beside the round (recording.py).
 """
@@ -28,7 +29,7 @@ from transformers import LogitsProcessorList
 
 from specviz.errors import UserError
 
-from .acceptance import Decision, pick_alternatives, verify
+from .acceptance import Decision, verify
 from .config import SpecConfig
 from .events import Event, FinishReason, RoundEvent, RunSummary, TokenEvent, TokenProb
 from .kvcache import CachedModel
@@ -36,7 +37,7 @@ from .proposal import Draft, DraftContext, Drafter, DrafterFactory
 from .recording import CacheLengths, Round, Totals, round_event
 from .sampling import build_warpers, probabilities, sample
 from .schedule import AUTO_CONFIDENCE, AutoSchedule, RoundCost, draft_confidence, make_schedule, next_gamma
-from .tree import verify_tree
+from .tree import pick_alternatives, verify_tree, with_alternatives
 
 __all__ = [
     "AUTO_CONFIDENCE",
@@ -170,7 +171,8 @@ def start_run(pair, prompt_ids: list[int], config: SpecConfig, drafter: DrafterF
 
 def draft_phase(run: Run, length: int) -> tuple[Draft, list[int]]:
     """1. d_i ~ q_i, i = 1..n <= length (the drafter stops early at low confidence or end of sequence), and
-    alternatives c_1..c_k for d_n (checked only if d_n is rejected); draft heads hedge with a tree of their own."""
+    alternatives c_1..c_k for d_n as its siblings in a token tree (checked only if d_n is rejected); draft heads
+    hedge with a tree of their own."""
     if length <= 0:
         return Draft([], None, 0), []
     draft = run.drafter.propose(
@@ -188,28 +190,20 @@ def draft_phase(run: Run, length: int) -> tuple[Draft, list[int]]:
         generator=run.generator,
         greedy=run.config.greedy,
     )
-    return draft, alternatives
+    return with_alternatives(draft, alternatives), alternatives
 
 
-def verify_phase(run: Run, draft: Draft, alternatives: list[int]) -> tuple[torch.Tensor, Decision]:
-    """2. One target forward over [pending x, d_1..d_n] and the distinct siblings of d_n (or a tree draft's nodes)
-    gives p_1..p_{n+1}, then one row after each; 3. accept a prefix of the draft (or a path down the tree), then a
-    correction or a bonus token."""
+def verify_phase(run: Run, draft: Draft) -> tuple[torch.Tensor, Decision]:
+    """2. One target forward over [pending x, d_1..d_n] and the draft's tree nodes gives p_1..p_{n+1}, then one row
+    after each node; 3. accept a prefix of the chain (or a path down the tree), then a correction or a bonus token."""
     n = len(draft.ids)
     pending = run.target.pending(run.committed)
-    chain = pending + draft.ids
-    if draft.tree:  # node i (-1: the root) is fed at len(pending) + i, so each parent index shifts by as much
-        nodes = [(node.token, node.parent + len(pending)) for node in draft.tree]
-        p = probabilities(run.target.feed_tree(chain, nodes, chain_rows=n + 1), run.warpers)
+    # Node i (-1: the root) is fed at len(pending) + i, so each parent index shifts by as much.
+    nodes = [(node.token, node.parent + len(pending)) for node in draft.tree]
+    p = probabilities(run.target.feed_tree(pending + draft.ids, nodes, chain_rows=n + 1), run.warpers)
+    if draft.tree:
         return p, verify_tree(p, draft, generator=run.generator, greedy=run.config.greedy)
-    siblings = list(dict.fromkeys(t for t in alternatives if t != draft.ids[-1]))  # fed once each
-    p = probabilities(run.target.feed_branches(chain, siblings, chain_rows=n + 1), run.warpers)
-    rows = {token: n + 1 + i for i, token in enumerate(siblings)}
-    if draft.ids:
-        rows[draft.ids[-1]] = n  # after d_n itself: the bonus row
-    return p, verify(
-        p, draft, generator=run.generator, greedy=run.config.greedy, alternatives=alternatives, alternative_rows=rows
-    )
+    return p, verify(p, draft, generator=run.generator, greedy=run.config.greedy)
 
 
 def commit_phase(run: Run, decision: Decision) -> list[int]:
@@ -228,7 +222,7 @@ def speculative_round(run: Run, gamma: int) -> Round:
     started = time.perf_counter()
     draft, alternatives = draft_phase(run, length)
     drafted = run.now()
-    p, decision = verify_phase(run, draft, alternatives)
+    p, decision = verify_phase(run, draft)
     verified = run.now()
     appended = commit_phase(run, decision)
     return Round(

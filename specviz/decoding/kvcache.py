@@ -164,16 +164,10 @@ class CachedModel:
 
     @property
     def can_branch(self) -> bool:
-        """feed_branches works: an eager model on a dynamic cache whose attention takes a custom 4D mask."""
+        """feed_tree works: an eager model on a dynamic cache whose attention takes a custom 4D mask."""
         return self.decoder is None and getattr(self.model.config, "_attn_implementation", None) in ("sdpa", "eager")
 
     @torch.inference_mode()
-    def feed_branches(self, chain: list[int], siblings: list[int], chain_rows: int = 1) -> torch.Tensor:
-        """One forward over a small token tree: `chain` appended as usual, plus `siblings`, alternatives to
-        chain[-1] (same position, same context chain[:-1]). Returns [chain_rows + len(siblings), V] logits: the
-        rows of the last `chain_rows` chain tokens, then one row per sibling (the distribution after it)."""
-        return self.feed_tree(chain, [(token, len(chain) - 2) for token in siblings], chain_rows)
-
     @torch.inference_mode()
     def feed_tree(self, chain: list[int], nodes: list[tuple[int, int]], chain_rows: int = 1) -> torch.Tensor:
         """One forward over a token tree: `chain` appended as usual, plus `nodes`, each (token, parent) with parent

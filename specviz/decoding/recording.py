@@ -41,8 +41,8 @@ class Round:
     position: int  # new tokens committed before the round
     gamma: int  # draft length asked for (the schedule's, within the token budget)
     draft: Draft
-    alternatives: list[int]  # candidates for the last drafted position
-    p: torch.Tensor  # target probabilities: p_1..p_{n+1}, then one row after each distinct alternative
+    alternatives: list[int]  # candidates for the last drafted position: the draft's tree nodes, when there are any
+    p: torch.Tensor  # target probabilities: p_1..p_{n+1}, then one row after each tree node
     decision: Decision
     appended: list[int]  # committed this round: kept drafts and the next token, cut at end of sequence
     caches_before: CacheLengths
@@ -113,29 +113,23 @@ def _drafted(done: Round, text: TokenText) -> tuple[DraftedToken, ...]:
 
 
 def _branch(done: Round, text: TokenText) -> tuple[DraftedToken, ...]:
-    """The alternatives, with p and q at the last drafted position, where they compete with d_n."""
+    """The alternatives (tree nodes 0..k-1, siblings of d_n), with p and q at the last drafted position, where they
+    compete with d_n; (ratio, u) as the walk checked them."""
     decision, q, p_last = done.decision, done.draft.q, done.p[len(done.draft.ids) - 1]
     branch = []
     for m, token in enumerate(done.alternatives):
-        checked = m < len(decision.alternative_ratios)
-        ratio = decision.alternative_ratios[m] if checked else float(acceptance_ratio(p_last[token], q[-1, token]))
-        branch.append(
-            DraftedToken(
-                token,
-                text(token),
-                float(q[-1, token]),
-                float(p_last[token]),
-                ratio,
-                decision.alternative_u[m] if checked else None,
-                "unchecked" if not checked else ("accepted" if m == decision.alternative else "rejected"),
-            )
-        )
+        unchecked = (float(acceptance_ratio(p_last[token], q[-1, token])), None)
+        ratio, u = decision.tree_checks.get(m, unchecked)
+        verdict = "accepted" if m in decision.tree_path else ("rejected" if m in decision.tree_checks else "unchecked")
+        branch.append(DraftedToken(token, text(token), float(q[-1, token]), float(p_last[token]), ratio, u, verdict))
     return tuple(branch)
 
 
 def _tree(done: Round, text: TokenText) -> tuple[TreeToken, ...]:
     """A tree draft's off-chain nodes with p after their parent and q at their depth (tree.py's numbering)."""
     draft, decision = done.draft, done.decision
+    if done.alternatives:  # the tree is the alternatives: shown beside d_n (_branch)
+        return ()
     n = len(draft.ids)
     nodes = []
     for j, (node, depth) in enumerate(zip(draft.tree, depths(n, draft.tree), strict=True)):

@@ -13,12 +13,16 @@ q_k(c_m)), else r_m = norm(max(0, r_{m-1} - q_k)). When no child is kept the nex
 r_m (greedy: argmax p); when the current node has no children, it is a bonus token from p after it. Each step is
 speculative sampling of what is left of p with proposal q_k, so every committed token follows p exactly, provided
 the candidates at a node are independent draws from q_k and their number does not depend on their values.
+
+Alternatives (a draft model's other candidates for its last token, when it was unsure of it) are the smallest such
+tree: siblings of d_n, drawn from q_n, checked by the same walk only if d_n itself is rejected.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
+from dataclasses import replace
 
 import torch
 
@@ -101,6 +105,45 @@ def build_tree(
     return tree_nodes(paths, candidates)
 
 
+def draw_alternatives(
+    q_last: torch.Tensor, chosen: int, count: int, generator: torch.Generator | None, greedy: bool
+) -> list[int]:
+    """Other candidates for the last drafted position, checked by the target only if the draft's own token fails.
+
+    Greedy: q's next-best tokens after `chosen`. Sampling: `count` independent draws from q (repeats allowed;
+    recursive rejection sampling needs i.i.d. candidates, and a repeat of a refused token is refused again).
+    """
+    if count <= 0:
+        return []
+    if greedy:
+        ranked = torch.topk(q_last, min(count + 1, q_last.shape[-1])).indices.tolist()
+        return [t for t in ranked if t != chosen and q_last[t] > 0][:count]
+    return torch.multinomial(q_last, count, replacement=True, generator=generator).tolist()
+
+
+def pick_alternatives(
+    draft: Draft, *, count: int, confidence: float, generator: torch.Generator | None, greedy: bool
+) -> list[int]:
+    """Candidates besides the last drafted token d_n, when the draft was unsure of it (its top q below the
+    confidence threshold; always without one): rejections happen mostly there, as the draft stops at its first
+    unsure token. The target checks them in the same verify forward, where extra rows are nearly free (see
+    docs/DESIGN.md, "Alternatives")."""
+    if count <= 0 or not draft.ids or draft.q is None:
+        return []
+    q_last = draft.q[-1]
+    if confidence > 0 and float(q_last.max()) >= confidence:
+        return []
+    return draw_alternatives(q_last, draft.ids[-1], count, generator, greedy)
+
+
+def with_alternatives(draft: Draft, alternatives: Sequence[int]) -> Draft:
+    """The draft as a token tree whose off-chain nodes are the alternatives: siblings of d_n (node n - 1), whose
+    parent is node n - 2 (d_{n-1}, or the root when n = 1)."""
+    if not alternatives:
+        return draft
+    return replace(draft, tree=tuple(TreeNode(token, len(draft.ids) - 2) for token in alternatives))
+
+
 def children(n: int, tree: Sequence[TreeNode]) -> dict[int, list[int]]:
     """Each node's children in the order the walk checks them: its chain child first, then its tree nodes."""
     kids: dict[int, list[int]] = {node: [node + 1] for node in range(-1, n - 1)}
@@ -175,6 +218,5 @@ def _decision(
         residual_row=left,
         tree_path=tuple(node - n for node in path if node >= n),
         tree_checks={node - n: check for node, check in checks.items() if node >= n},
-        tree_corrected=left is not None,
         q_row=q_row,
     )
