@@ -18,7 +18,7 @@ bench's settings): the target alone, the draft model, and the medusa drafter wit
 heads; their accepted tokens per round and speed-ups follow each line (greedy outputs checked equal).
 
 Prints one line per request and the means over the first and last 5 requests of each phase
-(docs/DESIGN.md, "Online distillation of the Medusa heads (tried; measured, not wired in)").
+(docs/notes/2026-12-traffic.md, "Online distillation of the Medusa heads (tried; measured, not wired in)").
 
     PYTHONPATH=. .venv/bin/python scripts/heads_online.py [--stream assets/streams/inventory_drift.json] [--decode]
 """
@@ -73,7 +73,7 @@ def draft_hits(draft, prompt: list[int], answer: list[int]) -> float:
     return sum(int(g) == a for g, a in zip(guesses.tolist(), answer[1:], strict=True)) / max(1, len(answer) - 1)
 
 
-# The stream bench's tuned settings (docs/DESIGN.md, "Measured"), greedy, the prompt pass not timed.
+# The stream bench's tuned settings (docs/notes/2026-12-traffic.md, "Measured"), greedy, the prompt pass not timed.
 DECODE = SpecConfig(
     gamma=6, schedule="auto", gamma_max=16, draft_confidence=0.7, lookahead=8, alternatives=2, fuse_prompt=False
 )

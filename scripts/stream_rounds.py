@@ -4,7 +4,7 @@ The stream bench reports each request's totals; this says where they differ. It 
 bench's settings (the recorded drift run's config): every request is decoded by the controller (its greedy output,
 the target's, joins the traffic store after it, and its memory carries on as in the bench), and on the chosen
 requests the traffic drafter alone runs first on the same store. Per round it prints the source, the schedule's
-gamma, the tokens drafted and accepted (docs/DESIGN.md, "The traffic drafter", "Measured").
+gamma, the tokens drafted and accepted (docs/notes/2026-12-traffic.md, "Measured").
 
     PYTHONPATH=. .venv/bin/python scripts/stream_rounds.py --requests 7,11,21,27,31
 """

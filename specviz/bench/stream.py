@@ -153,7 +153,8 @@ def run_request(
     pair, ids: list[int], config: SpecConfig, store: TrafficStore, repeats: int = 1, aggregate: str = "min"
 ) -> dict[str, Any]:
     """The target alone, then each drafter, on one request (`repeats` times, _runs); greedy outputs must all equal
-    the target's. A single short run's speed-up moves with the machine by a fifth or more (docs/DESIGN.md)."""
+    the target's. A single short run's speed-up moves with the machine by a fifth or more
+    (docs/notes/2026-12-traffic.md, "Measured")."""
     runs = _runs(pair, ids, config, store, max(1, repeats))
     base_rate, shown = _rate(runs["baseline"], aggregate)
     base = runs["baseline"][shown][1]

@@ -7,7 +7,8 @@ safetensors only. The cache directory is `$SPECVIZ_CACHE`, else ~/.cache/specviz
 
 Why float32 on disk: it is what the app computes in on CPU and it is the exact dequantized weights;
 from_pretrained memory-maps it (no copy), so several processes share one copy in the page cache. It costs
-disk (see docs/DESIGN.md, "Loading: the built-in pair's cache" for the figures and the bf16 alternative).
+disk (see docs/notes/2026-12-bench-and-loading.md, "Loading: the built-in pair's cache" for the figures
+and the bf16 alternative).
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ FORMAT = 2  # bump when the conversion changes, so old caches are redone
 # The GGUFs keep only <|im_end|> as EOS; the original releases' generation_config also stops at <|endoftext|>.
 EOS_TOKEN_IDS = [151645, 151643]
 # Parsing the GGUF metadata (151k tokens and merges, three times) costs as much time as this many bytes
-# of weights: used to split one progress bar between the two models (docs/DESIGN.md, "Loading: progress").
+# of weights: used to split one progress bar between the two models
+# (docs/notes/2026-12-bench-and-loading.md, "Loading: progress").
 FIXED_COST = 850_000_000
 
 
@@ -126,8 +128,8 @@ DRAFT = BuiltinModel(
 
 MODELS = (TARGET, DRAFT)
 
-# Share of one model's preparation spent in each stage, for the progress bar (measured: docs/DESIGN.md,
-# "Loading: progress").
+# Share of one model's preparation spent in each stage, for the progress bar (measured:
+# docs/notes/2026-12-bench-and-loading.md, "Loading: progress").
 STAGES = {
     "assemble": (0.0, 0.06),
     "tokenizer": (0.06, 0.2),

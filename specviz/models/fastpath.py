@@ -7,7 +7,7 @@ multiplies (the pair of ops torch.compile's CPU backend uses for dynamic shapes)
 y = x W^T + b in float32; only the summation order inside the kernel differs (about 1e-6 relative), as it
 already does between MKL's 1-row and many-row kernels. The packing is chosen for 8 rows (batch_hint=8) and
 inputs of fewer than 4 rows are padded to 4 (min_rows=4), where oneDNN's kernels are fastest; the figures are
-in docs/DESIGN.md, "Performance notes".
+in docs/notes/2026-12-engine.md, "Performance notes".
 
 The model is converted in place and is then for inference only (no gradients, no save_pretrained).
 It must be applied to the target for every method that is compared (baseline, speculative,
@@ -99,7 +99,7 @@ def prepack_linears(
         return 0
     targets = [(name, module) for name, module in model.named_modules() if _convertible(module, dtype)]
     # Packing is mostly the kernel zeroing fresh pages for the packed copies, on whichever thread touches
-    # them first: one packing thread per core spreads that out (docs/DESIGN.md, "Performance notes").
+    # them first: one packing thread per core spreads that out (docs/notes/2026-12-engine.md, "Performance notes").
     replace_in_threads(model, targets, lambda linear: PrepackedLinear(linear, batch_hint, min_rows))
     if targets:
         _own_remaining_tensors(model)
@@ -140,7 +140,7 @@ def quantize_draft(model: Any) -> Any:
 
     The same result as torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8), faster:
     layers are quantized in parallel threads (torch releases the GIL), and no throwaway zero weight is packed
-    per layer (see docs/DESIGN.md, "Loading: quantizing the draft").
+    per layer (see docs/notes/2026-12-bench-and-loading.md, "Loading: quantizing the draft").
     """
     linears = [(name, module) for name, module in model.named_modules() if type(module) is torch.nn.Linear]
     with warnings.catch_warnings():
@@ -167,8 +167,8 @@ def quantize_linear(linear: torch.nn.Linear) -> torch.nn.Module:
 
 def native_bfloat16(device: torch.device) -> bool:
     """bfloat16 matmuls run natively here (a GPU, or a CPU with AVX512-BF16 or AMX): faster than float32.
-    On an AVX2-only CPU oneDNN emulates them, slower than float32 (docs/DESIGN.md, "Measurements on this project's
-    CPU")."""
+    On an AVX2-only CPU oneDNN emulates them, slower than float32 (docs/notes/2026-12-engine.md,
+    "Measurements on this project's CPU")."""
     if device.type != "cpu":
         return True
     check = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)

@@ -284,7 +284,7 @@ def load_pair(spec: PairSpec, progress: Progress | None = None) -> ModelPair:
 
     report("reading configs and tokenizers", 0.02)
     # a GGUF's config is slow to read: on CPU it is not needed ahead of the weights
-    # (docs/DESIGN.md, "Loading: GGUF configs")
+    # (docs/notes/2026-12-bench-and-loading.md, "Loading: GGUF configs")
     configs = {
         s.role: load_config(s, allow_code)
         for s in (target, draft)

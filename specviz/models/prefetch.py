@@ -3,7 +3,7 @@
 from_pretrained memory-maps safetensors files, so their pages are first read when quantizing the draft and
 packing the target touch them, in small scattered reads. madvise(MADV_POPULATE_READ) over large pieces reads
 them front to back with next to no CPU; plain reads do the same where it is missing. For the figures, see
-docs/DESIGN.md, "Loading: prefetching the weights".
+docs/notes/2026-12-bench-and-loading.md, "Loading: prefetching the weights".
 """
 
 from __future__ import annotations

@@ -70,7 +70,8 @@ def call_pretrained(source: Source, loader: Callable[..., Any]) -> Any:
     """Run one from_pretrained-like loader; turn what a user can cause into a ModelLoadError.
 
     Hub ids try the local cache first: a cached model then loads without a network round trip
-    (with no network, retries cost tens of seconds before failing: see docs/DESIGN.md, "Loading: hub ids").
+    (with no network, retries cost tens of seconds before failing: see
+    docs/notes/2026-12-bench-and-loading.md, "Loading: hub ids").
     """
     try:
         if source.kind != "hub":

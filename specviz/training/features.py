@@ -7,13 +7,14 @@ from dataclasses import dataclass
 import torch
 
 IGNORE = -100  # label of a position whose k-th next token lies beyond its chunk
-EAGLE_EPOCHS = 16  # a fresh decoder layer needs more passes than Medusa's zero-initialised blocks (docs/DESIGN.md)
+# A fresh decoder layer needs more passes than Medusa's zero-initialised blocks (docs/notes/2026-12-heads.md).
+EAGLE_EPOCHS = 16
 
 
 @dataclass(frozen=True)
 class TrainSettings:
     heads: int = 4
-    train_tokens: int = 16_000  # one batch of 64 answers and a smaller second one (docs/DESIGN.md)
+    train_tokens: int = 16_000  # one batch of 64 answers and a smaller second one (docs/notes/2026-12-heads.md)
     heldout_tokens: int = 2_000
     chunk: int = 512  # tokens per teacher-forced forward
     epochs: int = 4
