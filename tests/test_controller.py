@@ -4,17 +4,15 @@ both (controller.option_rates), the costs it learns from the rounds, and its mem
 import pytest
 
 from specviz.decoding.config import SpecConfig
+from specviz.decoding.costs import Ewma, RoundCost, RoundCosts, expected_tokens
 from specviz.decoding.engine import make_generator, run_to_end, vocab_width
 from specviz.decoding.sampling import build_warpers
-from specviz.decoding.schedule import RoundCost
 from specviz.drafters.controller import (
     FLOOR_Z,
     ControllerMemory,
     SourceRate,
-    StepCosts,
     TrafficRates,
     choose_source,
-    expected_tokens,
     match_bucket,
     option_rates,
     traffic_length,
@@ -29,7 +27,7 @@ CPU = (0.2, 0.045)  # seconds of a verify and of a draft token on this CPU (buil
 CHEAP_DRAFT = (0.2, 0.01)  # a draft token at 5% of a verify (a GPU with a much smaller draft)
 
 
-class FixedCosts(StepCosts):
+class FixedCosts(RoundCosts):
     def __init__(self, verify: float, draft_token: float):
         super().__init__()
         self.fixed = (verify, draft_token)
@@ -43,7 +41,7 @@ class FixedCosts(StepCosts):
 
 def memory(model_rate: float, model_length: float, costs: tuple[float, float]) -> ControllerMemory:
     return ControllerMemory(
-        model_rate=SourceRate(prior=model_rate), model_length=model_length, costs=FixedCosts(*costs)
+        model_rate=SourceRate(prior=model_rate), lengths=Ewma(0.8, model_length), costs=FixedCosts(*costs)
     )
 
 
@@ -104,8 +102,8 @@ def cost(drafted: int, verify: float, seconds: float, with_prompt: bool = False)
 
 
 def test_step_costs_learn_a_widening_verify_and_the_draft_tokens():
-    costs = StepCosts()
-    assert costs.verify(4) == 1.0 and costs.draft_token() == StepCosts.DRAFT_PRIOR  # unmeasured: ratios only
+    costs = RoundCosts()
+    assert costs.verify(4) == 1.0 and costs.draft_token() == RoundCosts.DRAFT_PRIOR  # unmeasured: ratios only
     for n in (2, 16, 4, 12, 8, 0):
         model_tokens = n // 2
         costs.learn(
@@ -114,10 +112,10 @@ def test_step_costs_learn_a_widening_verify_and_the_draft_tokens():
     assert costs.verify(10) == pytest.approx(0.35)
     assert costs.verify(0) == pytest.approx(0.2)
     assert costs.draft_token() == pytest.approx(0.04)
-    assert costs.rest_seconds == pytest.approx(0.01)
-    before = list(costs.fit)
+    assert costs.rest.value == pytest.approx(0.01)
+    before = list(costs.fit.sums)
     costs.learn(cost(30, 9.0, 9.5, with_prompt=True), 0, 0.0)  # the prompt's pass is not a round
-    assert costs.fit == before
+    assert costs.fit.sums == before
 
 
 def test_traffic_length_follows_measured_acceptance():
@@ -174,7 +172,7 @@ def test_the_memory_carries_from_request_to_request():
     ids = pair.encode_prompt("1, 2, 3, 1, 2, 3, 1, 2,", chat=False)
     remembered = controller_memory(store)
     run_to_end(speculative_generate(pair, ids, config, traffic=store))
-    assert controller_memory(store) is remembered and remembered.costs.fit[0] > 0  # the rounds' costs were learned
+    assert controller_memory(store) is remembered and remembered.costs.fit.sums[0] > 0  # the rounds' costs were learned
     checked = [r.first.checked for r in remembered.traffic_rates]
     run_to_end(speculative_generate(pair, ids, config, traffic=store))
     assert sum(r.first.checked for r in remembered.traffic_rates) != sum(checked)  # the second run went on learning

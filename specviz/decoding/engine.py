@@ -31,12 +31,13 @@ from specviz.errors import UserError
 
 from .acceptance import Decision, verify
 from .config import SpecConfig
+from .costs import RoundCost
 from .events import Event, FinishReason, RoundEvent, RunSummary, TokenEvent, TokenProb
 from .kvcache import CachedModel
 from .proposal import Draft, DraftContext, Drafter, DrafterFactory
 from .recording import CacheLengths, Round, Totals, round_event
 from .sampling import build_warpers, probabilities, sample
-from .schedule import AUTO_CONFIDENCE, AutoSchedule, RoundCost, draft_confidence, make_schedule, next_gamma
+from .schedule import AUTO_CONFIDENCE, AutoSchedule, draft_confidence, make_schedule, next_gamma
 from .tree import pick_alternatives, verify_tree, with_alternatives
 
 __all__ = [

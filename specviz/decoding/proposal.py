@@ -14,8 +14,8 @@ import torch
 from transformers import LogitsProcessorList
 
 from .config import SpecConfig
+from .costs import RoundCost
 from .kvcache import CachedModel
-from .schedule import RoundCost
 
 
 @dataclass(frozen=True)

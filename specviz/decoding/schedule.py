@@ -10,24 +10,12 @@ Each schedule answers next() before a round and learns from the round's RoundCos
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
 from .config import SpecConfig
+from .costs import Discounted, Ewma, RoundCost
 
 AUTO_CONFIDENCE = 0.7  # the auto schedule's draft-confidence stop when the config leaves it at 0
-
-
-@dataclass(frozen=True)
-class RoundCost:
-    """What a schedule learns from one round."""
-
-    drafted: int  # tokens drafted
-    chain_accepted: int  # drafted tokens accepted in their own place (a kept alternative not counted)
-    committed: int  # tokens the round committed
-    seconds: float  # the round's wall time: draft, verify, bookkeeping
-    verify_seconds: float  # the target's verify forward
-    with_prompt: bool = False  # the round also processed the prompt (fuse_prompt): not a fair timing
 
 
 class Schedule(Protocol):
@@ -89,18 +77,21 @@ class AutoSchedule:
 
     def __init__(self, config: SpecConfig):
         self.gamma_max = config.gamma_max
-        self.tokens = 0.0  # T: discounted tokens of speculative rounds
-        self.seconds = 0.0  # S: their discounted seconds
-        self.plain_seconds: float | None = None  # t_plain, measured
+        self.speculative = Discounted(self.DISCOUNT, 2)  # T and S: discounted tokens and seconds of speculative rounds
+        self.plain = Ewma(self.PLAIN_EMA)  # t_plain, measured
         self.shortest_verify: float | None = None
+
+    @property
+    def plain_seconds(self) -> float | None:
+        return self.plain.value
 
     def t_plain(self) -> float | None:
         return self.plain_seconds if self.plain_seconds is not None else self.shortest_verify
 
     def rates(self) -> tuple[float, float]:
         """(rate_spec, rate_plain) in tokens per second; only defined once t_plain is known or estimated."""
-        t_plain, w = self.t_plain(), self.PRIOR_ROUNDS
-        return (self.tokens + w * self.PRIOR_TOKENS) / (self.seconds + w * t_plain), 1.0 / t_plain
+        (tokens, seconds), t_plain, w = self.speculative.sums, self.t_plain(), self.PRIOR_ROUNDS
+        return (tokens + w * self.PRIOR_TOKENS) / (seconds + w * t_plain), 1.0 / t_plain
 
     def next(self) -> int:
         if self.t_plain() is None:
@@ -126,17 +117,10 @@ class AutoSchedule:
         if with_prompt:
             return
         if drafted == 0:
-            step = seconds / max(committed, 1)
-            self.plain_seconds = (
-                step
-                if self.plain_seconds is None
-                else (self.PLAIN_EMA * self.plain_seconds + (1 - self.PLAIN_EMA) * step)
-            )
-            self.tokens *= self.PLAIN_DISCOUNT
-            self.seconds *= self.PLAIN_DISCOUNT
+            self.plain.add(seconds / max(committed, 1))
+            self.speculative.fade(self.PLAIN_DISCOUNT)
             return
-        self.tokens = self.DISCOUNT * self.tokens + committed
-        self.seconds = self.DISCOUNT * self.seconds + seconds
+        self.speculative.add(committed, seconds)
         if verify_seconds is not None:
             self.shortest_verify = min(verify_seconds, self.shortest_verify or verify_seconds)
 

@@ -1,10 +1,9 @@
 """The controller's rule: each round, the source (traffic, draft model, or both) that is expected to commit the
 most tokens per second, from each source's measured acceptance and the round's measured costs.
 
-Expected tokens of a round (Leviathan et al.): E(a, g) = (1 - a^(g+1)) / (1 - a) when each of g drafted tokens
-is accepted with probability a. Seconds of a round: the verify of its drafted tokens, the draft model's forwards
-for the tokens it drafts (traffic tokens cost none) and the rest of the round (lookup, bookkeeping), all learned
-from the rounds' RoundCost, as the auto schedule learns its rates. Why: docs/DESIGN.md, "The traffic drafter".
+Expected tokens and seconds of a round come from the one cost model (decoding/costs.py): E(a, g) for each source's
+measured acceptance, and RoundCosts' verify, draft-token and rest seconds, learned from the rounds' RoundCost (traffic
+tokens cost no draft forward). Why: docs/DESIGN.md, "The traffic drafter".
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal
 
-from specviz.decoding.schedule import RoundCost
+from specviz.decoding.costs import Ewma, RoundCosts, expected_tokens
 
 from .suffix import Proposal
 
@@ -92,56 +91,6 @@ def traffic_length(rate: float, room: int) -> int:
     return max(1, min(room, max(2, math.ceil(2 * run) + 1)))
 
 
-def expected_tokens(rate: float, drafted: float) -> float:
-    """E(a, g): tokens a round commits (accepted drafts, then one from the target) when each of g drafted tokens
-    is accepted with probability a, independently."""
-    if drafted <= 0:
-        return 1.0
-    return drafted + 1 if rate >= 1 else (1 - rate ** (drafted + 1)) / (1 - rate)
-
-
-class StepCosts:
-    """Seconds of a round's parts, from the rounds' RoundCost, each older round discounted by DISCOUNT:
-      verify(n)    a least-squares line through (drafted tokens, verify seconds): a verify widens with n
-      draft token  the draft model's seconds per token it drafted (the controller times its calls)
-      rest         the round's other seconds (traffic lookup, acceptance, bookkeeping), paid by every option
-    Until measured, a verify costs one unit and a draft token DRAFT_PRIOR of it (only ratios matter)."""
-
-    DISCOUNT = 0.9
-    DRAFT_PRIOR = 0.25
-
-    def __init__(self) -> None:
-        self.fit = [0.0] * 5  # discounted sums of 1, n, n^2, v, n*v over the timed verifies
-        self.draft = [0.0, 0.0]  # discounted draft-model seconds and tokens
-        self.rest_seconds: float | None = None
-
-    def learn(self, cost: RoundCost, model_tokens: int, model_seconds: float) -> None:
-        if cost.with_prompt:
-            return  # the prompt's pass is not a round's cost
-        n, v = cost.drafted, cost.verify_seconds
-        self.fit = [self.DISCOUNT * s + x for s, x in zip(self.fit, (1.0, n, n * n, v, n * v), strict=True)]
-        if model_tokens > 0:
-            self.draft = [self.DISCOUNT * s + x for s, x in zip(self.draft, (model_seconds, model_tokens), strict=True)]
-        rest = max(0.0, cost.seconds - v - model_seconds)
-        self.rest_seconds = rest if self.rest_seconds is None else 0.8 * self.rest_seconds + 0.2 * rest
-
-    def verify(self, drafted: float) -> float:
-        w, sn, snn, sv, snv = self.fit
-        if w == 0:
-            return 1.0
-        mean_n, mean_v = sn / w, sv / w
-        spread = snn / w - mean_n**2
-        slope = max(0.0, (snv / w - mean_n * mean_v) / spread) if spread > 0.5 else 0.0
-        return max(mean_v + slope * (drafted - mean_n), 0.25 * mean_v)
-
-    def draft_token(self) -> float:
-        seconds, tokens = self.draft
-        return seconds / tokens if tokens > 0 else self.DRAFT_PRIOR * self.verify(1)
-
-    def round_seconds(self, drafted: float, model_tokens: float) -> float:
-        return self.verify(drafted) + model_tokens * self.draft_token() + (self.rest_seconds or 0.0)
-
-
 @dataclass
 class ControllerMemory:
     """What the controller has measured; kept per traffic store, so it carries from request to request."""
@@ -153,11 +102,15 @@ class ControllerMemory:
         ]
     )
     model_rate: SourceRate = field(default_factory=lambda: SourceRate(prior=MODEL_PRIOR))
-    model_length: float = MODEL_LENGTH_PRIOR  # moving average of the tokens per model draft
-    costs: StepCosts = field(default_factory=StepCosts)
+    lengths: Ewma = field(default_factory=lambda: Ewma(0.8, MODEL_LENGTH_PRIOR))  # tokens per model draft
+    costs: RoundCosts = field(default_factory=RoundCosts)
+
+    @property
+    def model_length(self) -> float:
+        return self.lengths.value
 
     def observe_model_length(self, tokens: int) -> None:
-        self.model_length = 0.8 * self.model_length + 0.2 * tokens
+        self.lengths.add(tokens)
 
 
 MIN_CONFIDENCE = 0.5  # the traffic draft's first token: at least this share of the match's occurrences

@@ -6,10 +6,10 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache, LogitsProcessorList
 
+from specviz.decoding.costs import RoundCost
 from specviz.decoding.kvcache import CachedModel
 from specviz.decoding.proposal import Draft, DraftContext
 from specviz.decoding.sampling import probabilities, sample
-from specviz.decoding.schedule import RoundCost
 from specviz.decoding.tree import build_tree
 
 from .eagle_head import EagleHead

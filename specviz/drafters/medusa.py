@@ -6,10 +6,10 @@ from __future__ import annotations
 import torch
 from transformers import LogitsProcessorList
 
+from specviz.decoding.costs import RoundCost
 from specviz.decoding.kvcache import CachedModel
 from specviz.decoding.proposal import Draft, DraftContext
 from specviz.decoding.sampling import probabilities, sample
-from specviz.decoding.schedule import RoundCost
 from specviz.decoding.tree import build_tree
 
 from .heads import heads_for

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import torch
 
+from specviz.decoding.costs import RoundCost
 from specviz.decoding.kvcache import CachedModel
 from specviz.decoding.proposal import Draft, DraftContext
 from specviz.decoding.sampling import probabilities, sample
-from specviz.decoding.schedule import RoundCost
 
 from .ngram import lookup_continuation
 

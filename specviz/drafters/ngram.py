@@ -3,8 +3,8 @@ Its q is a point mass, q(d) = 1."""
 
 from __future__ import annotations
 
+from specviz.decoding.costs import RoundCost
 from specviz.decoding.proposal import Draft, DraftContext
-from specviz.decoding.schedule import RoundCost
 
 
 class NgramDrafter:

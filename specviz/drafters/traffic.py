@@ -20,8 +20,8 @@ from pathlib import Path
 
 import torch
 
+from specviz.decoding.costs import RoundCost
 from specviz.decoding.proposal import Draft, DraftContext
-from specviz.decoding.schedule import RoundCost
 from specviz.models.builtin import cache_root
 
 from .controller import FLOOR_Z, ControllerMemory, Source, choose_source, match_bucket, traffic_length

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from specviz.decoding import costs
 from specviz.runs import speedup
 from specviz.traces.trace import Trace
 
@@ -48,9 +49,8 @@ class SlowRun:
 
 
 def predicted(a: float, gamma: float, c: float, verify_steps: float) -> float:
-    """E[tokens per round] / (γ c + v): Leviathan et al.'s speed-up with a verify that costs v target steps."""
-    tokens = gamma + 1.0 if a >= 1.0 else (1.0 - a ** (gamma + 1.0)) / (1.0 - a)  # theory.expected_tokens, γ a mean
-    return tokens / (gamma * c + verify_steps)
+    """E(a, γ) / (γ c + v): Leviathan et al.'s speed-up with a verify that costs v target steps (γ a mean)."""
+    return costs.speedup(a, gamma, c, verify_steps)
 
 
 def best_gamma(a: float, c: float, verify_steps: float, limit: int = GAMMA_CHOICES) -> int:

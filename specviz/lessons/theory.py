@@ -12,17 +12,10 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from specviz.decoding.costs import expected_tokens, speedup
+from specviz.decoding.costs import measured_speedup as measured_speedup_prediction
 
-def expected_tokens(a: float, g: int) -> float:
-    """E[tokens per round] = (1 - a^(g+1)) / (1 - a): the accepted prefix plus the resampled or bonus token."""
-    if a >= 1.0:
-        return float(g + 1)
-    return (1.0 - a ** (g + 1)) / (1.0 - a)
-
-
-def speedup(a: float, g: int, c: float) -> float:
-    """Walltime improvement = (1 - a^(g+1)) / ((1 - a)(g c + 1)), assuming a verify costs one target step."""
-    return expected_tokens(a, g) / (g * c + 1.0)
+__all__ = ["expected_tokens", "measured_speedup_prediction", "speedup"]  # the one cost model's, named as Theory says
 
 
 def best_gamma(speedup_at: Callable[[int], float], gamma_max: int) -> int:
@@ -33,13 +26,6 @@ def best_gamma(speedup_at: Callable[[int], float], gamma_max: int) -> int:
 def optimal_gamma(a: float, c: float, gamma_max: int = 32) -> int:
     """The gamma in 1..gamma_max with the largest predicted speed-up."""
     return best_gamma(lambda g: speedup(a, g, c), gamma_max)
-
-
-def measured_speedup_prediction(a: float, g: int, t_target: float, t_draft: float, t_verify: float) -> float:
-    """Speed-up predicted from measured times, without assuming a free verify:
-    E(a, g) * t_target / (g * t_draft + t_verify(g)), where t_verify(g) is one target forward over g+1 tokens.
-    """
-    return expected_tokens(a, g) * t_target / (g * t_draft + t_verify)
 
 
 def acceptance_from_mean_accepted(mean_accepted: float, g: int) -> float:
