@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from specviz.decoding.config import ConfigError, SpecConfig
+from specviz.drafters import needs_draft_model
 
 from .curve import CURVE_GAMMAS, add_curve_samples, measure_prompt_pass, measure_verify_curve
 from .environment import PeakMemory, environment, is_prepacked, now
@@ -68,7 +69,7 @@ def _methods_for(pair, settings: BenchSettings, log: Log = _quiet) -> list[str]:
     methods = [m for m in METHODS if m in settings.methods]
     if pair.draft is None:
         methods = [m for m in methods if m in ("baseline", "speculative", "hf_plain")]
-        if settings.config.drafter in ("model", "controller") and "speculative" in methods:
+        if needs_draft_model(settings.config.drafter) and "speculative" in methods:
             raise ConfigError("this pair has no draft model: choose --drafter ngram or traffic")
         return methods
     widths = {model.config.get_text_config().vocab_size for model in (pair.target, pair.draft)}

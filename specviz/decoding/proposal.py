@@ -57,6 +57,7 @@ class Drafter(Protocol):
     title: str  # who drafts, in a line of output; {draft} stands for the draft model's name
     needs_draft_model: bool  # a pair without a draft model cannot run it
     needs_hidden_states: bool  # the target's cache must keep its last hidden states (draft heads)
+    point_mass: bool  # q(d) = 1 for every token it drafts (no q to draw other candidates from)
     drafts_tree: bool  # hedges with token trees of its own; else the engine may add alternatives for d_n
     keeps_cache: bool  # has a KV cache of its own (its length is recorded each round)
     learns: bool  # learn() changes what it drafts next

@@ -23,6 +23,7 @@ class EagleDrafter:
     title = "EAGLE head"
     needs_draft_model = False
     needs_hidden_states = True
+    point_mass = False
     drafts_tree = True
     keeps_cache = True
     learns = False

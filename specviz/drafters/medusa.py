@@ -23,6 +23,7 @@ class MedusaDrafter:
     title = "Medusa heads"
     needs_draft_model = False
     needs_hidden_states = True
+    point_mass = False
     drafts_tree = True
     keeps_cache = False
     learns = False

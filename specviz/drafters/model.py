@@ -23,6 +23,7 @@ class ModelDrafter:
     title = "{draft}"  # who drafts, in a line of output: the draft model's name
     needs_draft_model = True
     needs_hidden_states = False
+    point_mass = False
     drafts_tree = False
     keeps_cache = True
     learns = False

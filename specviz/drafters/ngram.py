@@ -14,6 +14,7 @@ class NgramDrafter:
     title = "n-gram lookup"
     needs_draft_model = False
     needs_hidden_states = False
+    point_mass = True
     drafts_tree = False
     keeps_cache = False
     learns = False

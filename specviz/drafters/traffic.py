@@ -108,6 +108,7 @@ class TrafficDrafter:
     title = "traffic (earlier requests)"  # who drafts, in a line of output
     needs_draft_model = False
     needs_hidden_states = False
+    point_mass = True
     drafts_tree = False
     keeps_cache = False
     learns = False  # its store learns between runs (runs.run_trace), not from a round
@@ -199,6 +200,7 @@ class ControllerDrafter:
     title = "controller: traffic or {draft}"
     needs_draft_model = True
     needs_hidden_states = False
+    point_mass = False  # the draft model's q where it drafts
     drafts_tree = False
     keeps_cache = True  # the draft model's
     learns = True

@@ -213,7 +213,7 @@ def _speculation_section(spec: PairSpec | None) -> None:
         _heads_note(spec, drafter)
     if drafter == "ngram":
         st.slider("Longest n-gram to match", 1, 8, key=cfg("ngram"))
-    if drafter in ("model", "controller"):  # lookahead shares a draft model's passes
+    if drafter_class(drafter).needs_draft_model:  # lookahead shares a draft model's passes
         st.slider(
             "Lookahead: lookup guesses per draft pass",
             0,
@@ -223,7 +223,7 @@ def _speculation_section(spec: PairSpec | None) -> None:
             "at once, and while the draft's own draws agree with them it needs no further pass. "
             "Each token is still drawn from the draft's q; only the passes are fewer (marked ⇢).",
         )
-    if drafter not in ("ngram", "traffic"):  # the point-mass drafters have no other candidates
+    if not drafter_class(drafter).point_mass:  # a point mass has no other candidates to offer
         _alternatives_slider(heads=drafter_class(drafter).drafts_tree)
     st.number_input(
         f"γ: draft length (1-{GAMMA_LIMIT})",
