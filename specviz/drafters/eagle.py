@@ -6,50 +6,31 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache, LogitsProcessorList
 
-from specviz.decoding.costs import RoundCost
 from specviz.decoding.kvcache import CachedModel
-from specviz.decoding.proposal import Draft, DraftContext
+from specviz.decoding.proposal import Draft
 from specviz.decoding.sampling import probabilities, sample
 from specviz.decoding.tree import build_tree
 
 from .eagle_head import EagleHead
-from .heads import heads_for
+from .heads import HeadDrafter
 
 
-class EagleDrafter:
+class EagleDrafter(HeadDrafter):
     """Per-run state of an EAGLE head: its cache over true entries, and the feature it predicts next."""
 
     name = "eagle"
     title = "EAGLE head"
-    needs_draft_model = False
-    needs_hidden_states = True
-    point_mass = False
-    drafts_tree = True
     keeps_cache = True
-    learns = False
-    sources: tuple[str, ...] = ()
 
     def __init__(
         self, head: EagleHead, target: CachedModel, stop_ids: frozenset[int] = frozenset(), tree_width: int = 1
     ):
-        if not target.keep_hidden:
-            raise ValueError("the EAGLE head reads the target's hidden states: make its CachedModel with keep_hidden")
+        super().__init__(head, target, stop_ids, tree_width)
         self.head = head
-        self.target = target
-        self.stop_ids = stop_ids
-        self.tree_width = tree_width  # candidates per position; above 1, the draft is a token tree (tree.py)
         self.embedding = target.model.get_input_embeddings()
         self.cache = DynamicCache()
         self.entries: list[int] = []  # entry t (0-based): the token x_{t+2} fed with the true feature f_{t+1}
         self.next_feature: torch.Tensor | None = None  # f^ after the last true entry
-
-    @classmethod
-    def for_run(cls, context: DraftContext) -> EagleDrafter:
-        """This target's trained heads (checked when first loaded); with alternatives, that many more candidates per
-        position."""
-        tree_width = 1 + context.config.alternatives if context.target.can_branch else 1
-        heads = heads_for(context.pair.target, context.width, cls.name)
-        return cls(heads, context.target, context.pair.eos_ids, tree_width=tree_width)
 
     @property
     def cache_length(self) -> int:
@@ -120,6 +101,3 @@ class EagleDrafter:
 
     def rollback(self, committed: list[int]) -> None:
         self._catch_up(committed)
-
-    def learn(self, cost: RoundCost) -> None:
-        pass

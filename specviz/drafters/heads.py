@@ -7,11 +7,48 @@ import threading
 import weakref
 from typing import Any
 
+from specviz.decoding.costs import RoundCost
+from specviz.decoding.kvcache import CachedModel
+from specviz.decoding.proposal import DraftContext
+
 from .eagle_head import EagleHead
 from .heads_file import Heads, HeadsError, kind_of, load_heads
 from .medusa_heads import MedusaHeads
 
 __all__ = ["EagleHead", "HeadsError", "MedusaHeads", "forget_heads", "heads_for", "use_heads"]
+
+
+class HeadDrafter:
+    """What the heads' drafters share: capabilities, and per run this target's trained heads (checked when first
+    loaded) with, under alternatives, that many more candidates per position."""
+
+    needs_draft_model = False
+    needs_hidden_states = True
+    point_mass = False
+    drafts_tree = True
+    learns = False
+    sources: tuple[str, ...] = ()
+    name: str
+    title: str
+
+    def __init__(self, heads: Any, target: CachedModel, stop_ids: frozenset[int] = frozenset(), tree_width: int = 1):
+        if not target.keep_hidden:
+            raise ValueError(
+                f"the {self.title} reads the target's hidden states: make its CachedModel with keep_hidden"
+            )
+        self.target = target
+        self.stop_ids = stop_ids
+        self.tree_width = tree_width  # candidates per position; above 1, the draft is a token tree (tree.py)
+
+    @classmethod
+    def for_run(cls, context: DraftContext) -> HeadDrafter:
+        tree_width = 1 + context.config.alternatives if context.target.can_branch else 1
+        heads = heads_for(context.pair.target, context.width, cls.name)
+        return cls(heads, context.target, context.pair.eos_ids, tree_width=tree_width)
+
+    def learn(self, cost: RoundCost) -> None:
+        pass
+
 
 _LOADED: "weakref.WeakKeyDictionary[Any, dict[str, Heads]]" = weakref.WeakKeyDictionary()  # target -> kind -> heads
 _LOCK = threading.Lock()

@@ -6,46 +6,27 @@ from __future__ import annotations
 import torch
 from transformers import LogitsProcessorList
 
-from specviz.decoding.costs import RoundCost
 from specviz.decoding.kvcache import CachedModel
-from specviz.decoding.proposal import Draft, DraftContext
+from specviz.decoding.proposal import Draft
 from specviz.decoding.sampling import probabilities, sample
 from specviz.decoding.tree import build_tree
 
-from .heads import heads_for
+from .heads import HeadDrafter
 from .medusa_heads import MedusaHeads
 
 
-class MedusaDrafter:
+class MedusaDrafter(HeadDrafter):
     """Drafts with Medusa heads from the run's target: needs the target's CachedModel with keep_hidden on."""
 
     name = "medusa"
     title = "Medusa heads"
-    needs_draft_model = False
-    needs_hidden_states = True
-    point_mass = False
-    drafts_tree = True
     keeps_cache = False
-    learns = False
-    sources: tuple[str, ...] = ()
 
     def __init__(
         self, heads: MedusaHeads, target: CachedModel, stop_ids: frozenset[int] = frozenset(), tree_width: int = 1
     ):
-        if not target.keep_hidden:
-            raise ValueError("Medusa heads read the target's hidden states: make its CachedModel with keep_hidden")
+        super().__init__(heads, target, stop_ids, tree_width)
         self.heads = heads
-        self.target = target
-        self.stop_ids = stop_ids
-        self.tree_width = tree_width  # candidates per position; above 1, the draft is a token tree (tree.py)
-
-    @classmethod
-    def for_run(cls, context: DraftContext) -> MedusaDrafter:
-        """This target's trained heads (checked when first loaded); with alternatives, that many more candidates per
-        position."""
-        tree_width = 1 + context.config.alternatives if context.target.can_branch else 1
-        heads = heads_for(context.pair.target, context.width, cls.name)
-        return cls(heads, context.target, context.pair.eos_ids, tree_width=tree_width)
 
     @property
     def cache_length(self) -> int:
@@ -93,7 +74,4 @@ class MedusaDrafter:
         return Draft(ids, q[:n], 1, tree=tree)
 
     def rollback(self, committed: list[int]) -> None:
-        pass
-
-    def learn(self, cost: RoundCost) -> None:
         pass
