@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from pydantic import ValidationError
 
-from specviz.errors import UserError
+from specviz.errors import UserError, refusal
 from specviz.traces import check
-from specviz.traces.check import Float, Int, Record, Refused, Str
+from specviz.traces.check import Fields, Float, Int, Many, Record, Refused, Str
 from specviz.traces.trace import TraceError, trace_from_data
 
 from .lab import LabRun
@@ -87,34 +88,41 @@ def _parse(text: str | bytes, fmt: str) -> dict:
     return data
 
 
-def _fields(data: dict, names: set[str]) -> None:
-    unknown, missing = sorted(data.keys() - names), sorted(names - data.keys())
-    if unknown or missing:
-        raise Refused(f"unknown fields {', '.join(map(check.show, unknown[:5]))}" if unknown else f"lacks {missing}")
+class _Run(Fields):
+    category: Str(MAX_CATEGORY_CHARS)
+    trace: Any  # trace_from_data reads it
+
+
+class _Lab(Fields):
+    format: str  # format and version: checked first, by _parse
+    version: int
+    recorded: _RECORDED
+    runs: Many(_Run, MAX_LAB_RUNS, min_len=1)
+
+
+def _checked(model: Any, data: dict, words: dict[str, str]) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise Refused(refusal(exc, model, "the file", words)) from None
 
 
 def lab_from_json(text: str | bytes) -> LabBatch:
     """A recorded lab batch; RecordedError says in one line what is wrong with a damaged file."""
     data = _parse(text, LAB_FORMAT)
+    shapes = {"runs": f"an array of 1 to {MAX_LAB_RUNS} runs", "runs[]": "an object with a category and a trace"}
     try:
-        _fields(data, {"format", "version", "recorded", "runs"})
-        recorded = _RECORDED.read(data["recorded"], "recorded")
-        runs = data["runs"]
-        if type(runs) is not list or not 1 <= len(runs) <= MAX_LAB_RUNS:
-            raise Refused(f"runs must be an array of 1 to {MAX_LAB_RUNS} runs")
+        lab = _checked(_Lab, data, shapes)
         found = []
-        for i, run in enumerate(runs):
-            if type(run) is not dict or set(run) != {"category", "trace"}:
-                raise Refused(f"runs[{i}] must be an object with a category and a trace")
-            category = Str(MAX_CATEGORY_CHARS).read(run["category"], f"runs[{i}].category")
+        for i, run in enumerate(lab.runs):
             try:
-                trace = trace_from_data(run["trace"])
+                trace = trace_from_data(run.trace)
             except TraceError as exc:
                 raise Refused(f"runs[{i}].trace: {exc}") from None
-            found.append(LabRun(category, trace.prompt, trace))
+            found.append(LabRun(run.category, trace.prompt, trace))
     except Refused as exc:
         raise RecordedError(f"damaged lab batch: {exc}") from None
-    return LabBatch(recorded, tuple(found))
+    return LabBatch(lab.recorded, tuple(found))
 
 
 def lab_to_json(recorded: Recorded, runs: list[LabRun]) -> str:
@@ -122,60 +130,66 @@ def lab_to_json(recorded: Recorded, runs: list[LabRun]) -> str:
     return json.dumps({"format": LAB_FORMAT, "version": VERSION, "recorded": recorded.__dict__, "runs": body})
 
 
-_LOSSLESS_FIELDS = {
-    "prompt": Str(check.MAX_PROMPT_CHARS),
-    "prefix": Str(check.MAX_PROMPT_CHARS),
-    "temperature": Float(1e-3, 100.0),
-    "top_k": Int(0, MAX_VOCAB),
-    "top_p": Float(1e-6, 1.0),
-    "context_tokens": Int(1, check.MAX_PROMPT_IDS),
-    "vocab_size": Int(2, MAX_VOCAB),
-}
 _PROB = Float(0.0, 1.0 + check.PROB_SLACK)
 
 
-def _support(tokens: Any, vocab: int) -> tuple[list[int], list[str], list[float], list[float]]:
-    if type(tokens) is not list or not 1 <= len(tokens) <= MAX_SUPPORT:
-        raise Refused(f"tokens must be an array of 1 to {MAX_SUPPORT} tokens")
-    ids, texts, p, q = [], [], [], []
+class _Token(Fields):
+    id: Int(0, MAX_VOCAB - 1)  # and below vocab_size: checked below
+    text: Str(check.MAX_TOKEN_CHARS)
+    p: _PROB
+    q: _PROB
+
+
+class _Lossless(Fields):
+    format: str
+    version: int
+    recorded: _RECORDED
+    prompt: Str(check.MAX_PROMPT_CHARS)
+    prefix: Str(check.MAX_PROMPT_CHARS)
+    temperature: Float(1e-3, 100.0)
+    top_k: Int(0, MAX_VOCAB)
+    top_p: Float(1e-6, 1.0)
+    context_tokens: Int(1, check.MAX_PROMPT_IDS)
+    vocab_size: Int(2, MAX_VOCAB)
+    tokens: Many(_Token, MAX_SUPPORT, min_len=1)
+
+
+def _support(tokens: tuple[_Token, ...], vocab: int) -> None:
+    """Every token in the vocabulary, once; p and q each sum to 1."""
     for i, token in enumerate(tokens):
-        if type(token) is not dict or set(token) != {"id", "text", "p", "q"}:
-            raise Refused(f"tokens[{i}] must be an object with id, text, p and q")
-        ids.append(Int(0, vocab - 1).read(token["id"], f"tokens[{i}].id"))
-        texts.append(Str(check.MAX_TOKEN_CHARS).read(token["text"], f"tokens[{i}].text"))
-        p.append(_PROB.read(token["p"], f"tokens[{i}].p"))
-        q.append(_PROB.read(token["q"], f"tokens[{i}].q"))
-    if len(set(ids)) != len(ids):
+        if token.id >= vocab:
+            raise Refused(f"tokens[{i}].id must be between 0 and {vocab - 1}, got {token.id}")
+    if len({token.id for token in tokens}) != len(tokens):
         raise Refused("tokens: an id appears twice")
-    for name, values in (("p", p), ("q", q)):
-        if not math.isclose(sum(values), 1.0, abs_tol=SUM_SLACK):
-            raise Refused(f"tokens: {name} sums to {sum(values):.6f}, not 1")
-    return ids, texts, p, q
+    for name in ("p", "q"):
+        total = sum(getattr(token, name) for token in tokens)
+        if not math.isclose(total, 1.0, abs_tol=SUM_SLACK):
+            raise Refused(f"tokens: {name} sums to {total:.6f}, not 1")
 
 
 def lossless_from_json(text: str | bytes) -> LosslessRecording:
     """A recorded pair of next-token distributions; RecordedError says what is wrong with a damaged file."""
     data = _parse(text, LOSSLESS_FORMAT)
+    shapes = {"tokens": f"an array of 1 to {MAX_SUPPORT} tokens", "tokens[]": "an object with id, text, p and q"}
     try:
-        _fields(data, {"format", "version", "recorded", "tokens", *_LOSSLESS_FIELDS})
-        recorded = _RECORDED.read(data["recorded"], "recorded")
-        values = {name: kind.read(data[name], name) for name, kind in _LOSSLESS_FIELDS.items()}
-        ids, texts, p, q = _support(data["tokens"], values["vocab_size"])
+        found = _checked(_Lossless, data, shapes)
+        _support(found.tokens, found.vocab_size)
     except Refused as exc:
         raise RecordedError(f"damaged lossless recording: {exc}") from None
-    full_p, full_q = torch.zeros(values["vocab_size"]), torch.zeros(values["vocab_size"])
-    index = torch.tensor(ids)
-    full_p[index], full_q[index] = torch.tensor(p), torch.tensor(q)
+    full_p, full_q = torch.zeros(found.vocab_size), torch.zeros(found.vocab_size)
+    index = torch.tensor([token.id for token in found.tokens])
+    full_p[index] = torch.tensor([token.p for token in found.tokens])
+    full_q[index] = torch.tensor([token.q for token in found.tokens])
     dist = Distributions(
         full_p / full_p.sum(),
         full_q / full_q.sum(),
-        dict(zip(ids, texts, strict=True)),
-        values["context_tokens"],
-        values["temperature"],
-        values["top_k"],
-        values["top_p"],
+        {token.id: token.text for token in found.tokens},
+        found.context_tokens,
+        found.temperature,
+        found.top_k,
+        found.top_p,
     )
-    return LosslessRecording(recorded, values["prompt"], values["prefix"], dist)
+    return LosslessRecording(found.recorded, found.prompt, found.prefix, dist)
 
 
 def lossless_to_json(recorded: Recorded, prompt: str, prefix: str, dist: Distributions, token_text) -> str:

@@ -6,13 +6,16 @@ can trust every number it draws (docs/DESIGN.md, "Batching").
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field, ValidationError
 
 from specviz.decoding.batch import MAX_BATCH
 from specviz.decoding.config import GAMMA_LIMIT, MAX_NEW_TOKENS_LIMIT
-from specviz.errors import UserError
+from specviz.errors import UserError, refusal
+
+from .check import MAX_NOTE_CHARS, Fields, Float, Int, Many, Str
 
 FORMAT = "specviz-batching"
 VERSION = 1
@@ -24,23 +27,7 @@ MAX_SECONDS = 86_400.0
 MAX_TEXT = 200  # names, versions, dates
 MAX_PROMPTS = 10_000
 MAX_PROMPT_TOKENS = 8192
-TEXT_FIELDS = ("device", "device_name", "target", "draft", "dtype", "draft_quantized", "torch", "transformers")
-ROW_SECONDS = (
-    "plain_seconds",
-    "speculative_seconds",
-    "curve_step_seconds",
-    "curve_verify_seconds",
-    "target_step_seconds",
-    "verify_seconds",
-    "draft_step_seconds",
-)
-ROW_RATES = (
-    "plain_tokens_per_second",
-    "speculative_tokens_per_second",
-    "measured_speedup",
-    "predicted_speedup",
-    "predicted_speedup_batch_shapes",
-)
+MAX_KEYS = 64  # fields of one object (a row has 17)
 
 
 class BatchingFileError(UserError, ValueError):
@@ -52,22 +39,59 @@ def expect(condition: bool, message: str) -> None:
         raise BatchingFileError(f"not a usable batching result: {message}")
 
 
-def _integer(value: Any, name: str, low: int, high: int) -> int:
-    expect(isinstance(value, int) and not isinstance(value, bool), f"{name} must be a whole number")
-    expect(low <= value <= high, f"{name} must be between {low} and {high}, got {value}")
-    return value
+_TEXT = Str(MAX_TEXT)
+_SECONDS = Annotated[float, Field(gt=0.0, le=MAX_SECONDS)]
+_RATE = Annotated[float, Field(gt=0.0, le=1e9)]
 
 
-def _number(value: Any, name: str, low: float, high: float, *, open_low: bool = True) -> float:
-    expect(isinstance(value, (int, float)) and not isinstance(value, bool), f"{name} must be a number")
-    expect(math.isfinite(value), f"{name} must be finite")
-    expect((value > low if open_low else value >= low) and value <= high, f"{name} is out of range ({value})")
-    return float(value)
+class _Curve(Fields):
+    tokens: Many(Int(1, MAX_CURVE_TOKENS), MAX_CURVE_POINTS, read_as=list)
+    seconds: Many(_SECONDS, MAX_CURVE_POINTS, read_as=list)
 
 
-def _text(value: Any, name: str) -> str:
-    expect(isinstance(value, str) and len(value) <= MAX_TEXT, f"{name} must be a text of at most {MAX_TEXT} chars")
-    return value
+class _Row(Fields):
+    batch: Int(1, MAX_BATCH)
+    tokens: Int(1, MAX_BATCH * MAX_NEW_TOKENS_LIMIT)
+    rounds: Int(1, MAX_NEW_TOKENS_LIMIT)
+    tokens_per_round: Annotated[float, Field(gt=0.0, le=GAMMA_LIMIT + 1.0)]  # at most gamma + 1: below
+    greedy_identical: bool | None = None
+    plain_seconds: _SECONDS
+    speculative_seconds: _SECONDS
+    curve_step_seconds: _SECONDS
+    curve_verify_seconds: _SECONDS
+    target_step_seconds: _SECONDS
+    verify_seconds: _SECONDS
+    draft_step_seconds: _SECONDS
+    plain_tokens_per_second: _RATE
+    speculative_tokens_per_second: _RATE
+    measured_speedup: _RATE
+    predicted_speedup: _RATE
+    predicted_speedup_batch_shapes: _RATE
+
+
+class _Batching(Fields):
+    format: str  # format and version: checked first
+    version: int
+    device: _TEXT
+    device_name: _TEXT
+    target: _TEXT
+    draft: _TEXT
+    dtype: _TEXT
+    draft_quantized: _TEXT
+    torch: _TEXT
+    transformers: _TEXT
+    measured_at: _TEXT
+    threads: Int(1, 4096)
+    gamma: Int(1, GAMMA_LIMIT)
+    max_new_tokens: Int(1, MAX_NEW_TOKENS_LIMIT)
+    temperature: Float(0.0, 100.0)
+    prompts: Int(1, MAX_PROMPTS)
+    prompt_tokens: Many(Int(0, MAX_PROMPT_TOKENS), MAX_PROMPTS, read_as=list) = []
+    target_prepacked: bool = False
+    curve: _Curve
+    rows: Many(_Row, MAX_ROWS, min_len=1, read_as=list)
+    break_even_batch: Int(1, MAX_BATCH) | None = None
+    note: Str(MAX_NOTE_CHARS) = ""  # scripts/gpu_batching.py's, on random-weight models
 
 
 def _no_constant(name: str) -> Any:
@@ -77,64 +101,38 @@ def _no_constant(name: str) -> Any:
 def parse(data: bytes | str) -> Any:
     expect(len(data) <= MAX_FILE_BYTES, f"the file is over {MAX_FILE_BYTES >> 10} kB")
     try:
-        return json.loads(data, parse_constant=_no_constant)
+        return json.loads(data, parse_constant=_no_constant, object_hook=_few_fields)
     except (ValueError, RecursionError) as exc:
         if isinstance(exc, BatchingFileError):
             raise
         raise BatchingFileError(f"not a usable batching result: not JSON ({exc.__class__.__name__})") from None
 
 
-def check_curve(curve: Any) -> dict:
-    expect(isinstance(curve, dict), "curve must be an object")
-    tokens, seconds = curve.get("tokens"), curve.get("seconds")
-    expect(isinstance(tokens, list) and isinstance(seconds, list), "curve.tokens and curve.seconds must be arrays")
-    expect(2 <= len(tokens) <= MAX_CURVE_POINTS, f"curve must have 2 to {MAX_CURVE_POINTS} points")
-    expect(len(tokens) == len(seconds), "curve.tokens and curve.seconds must have the same length")
-    tokens = [_integer(n, "curve.tokens", 1, MAX_CURVE_TOKENS) for n in tokens]
-    expect(all(a < b for a, b in zip(tokens, tokens[1:], strict=False)), "curve.tokens must increase")
-    seconds = [_number(t, "curve.seconds", 0.0, MAX_SECONDS) for t in seconds]
-    return {"tokens": tokens, "seconds": seconds}
-
-
-def check_row(row: Any, gamma: int) -> dict:
-    expect(isinstance(row, dict), "every row must be an object")
-    out: dict[str, Any] = {"batch": _integer(row.get("batch"), "rows.batch", 1, MAX_BATCH)}
-    out["tokens"] = _integer(row.get("tokens"), "rows.tokens", 1, MAX_BATCH * MAX_NEW_TOKENS_LIMIT)
-    out["rounds"] = _integer(row.get("rounds"), "rows.rounds", 1, MAX_NEW_TOKENS_LIMIT)
-    out["tokens_per_round"] = _number(row.get("tokens_per_round"), "rows.tokens_per_round", 0.0, gamma + 1.0)
-    expect(out["tokens_per_round"] >= 1.0, "rows.tokens_per_round must be at least 1")
-    for name in ROW_SECONDS:
-        out[name] = _number(row.get(name), f"rows.{name}", 0.0, MAX_SECONDS)
-    for name in ROW_RATES:
-        out[name] = _number(row.get(name), f"rows.{name}", 0.0, 1e9)
-    identical = row.get("greedy_identical")
-    expect(identical is None or isinstance(identical, bool), "rows.greedy_identical must be true, false or null")
-    out["greedy_identical"] = identical
-    return out
+def _few_fields(obj: dict) -> dict:
+    expect(len(obj) <= MAX_KEYS, f"an object has {len(obj)} fields; the limit is {MAX_KEYS}")
+    return obj
 
 
 def check_batching(data: Any) -> dict:
-    """The checked result, with only the fields the page reads."""
+    """The checked result: each field typed and bounded (a pydantic model), then its parts checked together."""
     expect(isinstance(data, dict), "the top level must be an object")
     expect(data.get("format") == FORMAT, f"format must be {FORMAT!r}")
-    expect(data.get("version") == VERSION, f"version must be {VERSION}")
-    out: dict[str, Any] = {name: _text(data.get(name), name) for name in TEXT_FIELDS}
-    out["measured_at"] = _text(data.get("measured_at"), "measured_at")
-    out["threads"] = _integer(data.get("threads"), "threads", 1, 4096)
-    out["gamma"] = gamma = _integer(data.get("gamma"), "gamma", 1, GAMMA_LIMIT)
-    out["max_new_tokens"] = _integer(data.get("max_new_tokens"), "max_new_tokens", 1, MAX_NEW_TOKENS_LIMIT)
-    out["temperature"] = _number(data.get("temperature"), "temperature", 0.0, 100.0, open_low=False)
-    out["prompts"] = _integer(data.get("prompts"), "prompts", 1, MAX_PROMPTS)
-    out["target_prepacked"] = data.get("target_prepacked") is True
-    out["curve"] = check_curve(data.get("curve"))
-    rows = data.get("rows")
-    expect(isinstance(rows, list) and 1 <= len(rows) <= MAX_ROWS, f"rows must be an array of 1 to {MAX_ROWS} rows")
-    out["rows"] = [check_row(row, gamma) for row in rows]
+    expect(type(data.get("version")) is int and data["version"] == VERSION, f"version must be {VERSION}")
+    try:
+        out = _Batching.model_validate(data).model_dump()
+    except ValidationError as exc:
+        message = refusal(exc, _Batching, "the top level", indices=False)
+        raise BatchingFileError(f"not a usable batching result: {message}") from None
+    tokens, seconds = out["curve"]["tokens"], out["curve"]["seconds"]
+    expect(len(tokens) == len(seconds), "curve.tokens and curve.seconds must have the same length")
+    expect(2 <= len(tokens), f"curve must have 2 to {MAX_CURVE_POINTS} points")
+    expect(all(a < b for a, b in zip(tokens, tokens[1:], strict=False)), "curve.tokens must increase")
+    for length in (row["tokens_per_round"] for row in out["rows"]):
+        expect(1.0 <= length <= out["gamma"] + 1, f"rows.tokens_per_round must be from 1 to gamma + 1, got {length}")
     batches = [row["batch"] for row in out["rows"]]
     expect(all(a < b for a, b in zip(batches, batches[1:], strict=False)), "rows.batch must increase")
-    even = data.get("break_even_batch")
+    even = out["break_even_batch"]
     expect(even is None or even in batches, "break_even_batch must be null or one of the rows' batch sizes")
-    out["break_even_batch"] = even
     return out
 
 

@@ -1,8 +1,8 @@
 """Reading a trace file that anyone may have made: bounded JSON parsing, typed fields, and the agreements
 every run the engine records satisfies.
 
-trace.py builds its dataclasses through the kinds below and then calls check_trace; any refusal is a
-Refused with a one-line message naming the field, which trace.py re-raises as TraceError. Why each rule
+trace.py reads the fields through pydantic models made of the types below, builds its dataclasses and then calls
+check_trace; any refusal is one line naming the field, which trace.py raises as TraceError. Why each rule
 and cap: see docs/DESIGN.md, "Trace files".
 """
 
@@ -11,8 +11,11 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import MISSING, dataclass, fields
-from typing import Any
+from dataclasses import MISSING, fields
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, GetPydanticSchema, create_model
+from pydantic_core import core_schema
 
 from specviz.decoding.config import GAMMA_LIMIT, MAX_NEW_TOKENS_LIMIT, RECORD_TOP_LIMIT
 from specviz.decoding.events import RoundEvent, RunSummary, Trace
@@ -26,6 +29,7 @@ from .tree import off_chain
 MAX_FILE_BYTES = 32 * 2**20
 MAX_JSON_OBJECTS = 1_000_000  # a real trace has at most about 250 000 (1024 rounds of up to 240 records)
 MAX_JSON_ARRAYS = 1_000_000  # counted as '[' bytes, strings included; a real trace has about 7 per round
+MAX_JSON_KEYS = 256  # in one object (a round has 25): each unknown one would be an error of its own
 MAX_TOKEN_ID = 2**31  # ids are below this, and below pair["vocab_size"] when the file names one
 MAX_PROMPT_IDS = 8192  # runs.MAX_PROMPT_TOKENS is 2048
 MAX_PROMPT_CHARS = 32_000  # runs.MAX_PROMPT_CHARS is 8000
@@ -49,8 +53,8 @@ def _no_constant(name: str) -> Any:
 
 def parse_json(data: str | bytes) -> Any:
     """JSON text -> Python values, refusing what could exhaust memory or time, before it is built where it can be:
-    a file over MAX_FILE_BYTES, too many objects or arrays, deep nesting, NaN and Infinity, integers too long for
-    int() (Python's 4300-digit limit). Every refusal is one Refused."""
+    a file over MAX_FILE_BYTES, too many objects or arrays, an object with too many fields, deep nesting, NaN and
+    Infinity, integers too long for int() (Python's 4300-digit limit). Every refusal is one Refused."""
     expect(
         len(data) <= MAX_FILE_BYTES,
         f"not a usable trace file: it is over {MAX_FILE_BYTES >> 20} MB, the most a trace may hold",
@@ -67,6 +71,8 @@ def parse_json(data: str | bytes) -> Any:
         objects += 1
         if objects > MAX_JSON_OBJECTS:
             raise Refused(f"not a usable trace file: it has over {MAX_JSON_OBJECTS} objects")
+        if len(obj) > MAX_JSON_KEYS:
+            raise Refused(f"not a usable trace file: an object has {len(obj)} fields; the limit is {MAX_JSON_KEYS}")
         return obj
 
     try:
@@ -82,139 +88,57 @@ def parse_json(data: str | bytes) -> Any:
 
 
 # --- typed fields -----------------------------------------------------------------------------------------
-# Each kind reads one JSON value at a path such as rounds[3].drafted[1].verdict: it checks the type (a bool is
-# not a number), the range, and a container's length before reading its items. They run once per value of a
-# file, so a message is only formatted once a check fails.
+# pydantic types: each checks one JSON value strictly (a bool is not a number, 5.0 is not an integer), its range and a
+# container's length before its items; errors.refusal words the first failure as one line that names the field, at a
+# path such as rounds[3].drafted[1].verdict.
 
 
-@dataclass(frozen=True)
-class Int:
-    lo: int
-    hi: int
+class Fields(BaseModel):
+    """A JSON object of exactly these fields (those with a default may be left out), each of its type and bounds."""
 
-    def read(self, value: Any, where: str) -> int:
-        if type(value) is not int:
-            raise Refused(f"{where} must be an integer, got {show(value)}")
-        if not self.lo <= value <= self.hi:
-            raise Refused(f"{where} must be between {self.lo} and {self.hi}, got {show(value)}")
-        return value
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
 
-@dataclass(frozen=True)
-class Float:
-    lo: float
-    hi: float  # finite: an int within it converts to a float exactly enough
-
-    def read(self, value: Any, where: str) -> float:
-        if type(value) not in (int, float):
-            raise Refused(f"{where} must be a number, got {show(value)}")
-        if not self.lo <= value <= self.hi:  # also refuses inf and nan (1e999 parses to inf)
-            raise Refused(f"{where} must be between {self.lo:g} and {self.hi:g}, got {show(value)}")
-        return float(value)
+def Int(lo: int, hi: int) -> Any:
+    return Annotated[int, Field(ge=lo, le=hi)]
 
 
-@dataclass(frozen=True)
-class Str:
-    max_chars: int
-
-    def read(self, value: Any, where: str) -> str:
-        if type(value) is not str:
-            raise Refused(f"{where} must be a string, got {show(value)}")
-        if len(value) > self.max_chars:
-            raise Refused(f"{where} is {len(value)} characters long; the limit is {self.max_chars}")
-        if not (value.isascii() or _is_unicode(value)):
-            raise Refused(f"{where} holds an unpaired surrogate (\\ud800-\\udfff)")
-        return value
+def Float(lo: float, hi: float) -> Any:  # also refuses inf and nan (1e999 parses to inf)
+    return Annotated[float, Field(ge=lo, le=hi)]
 
 
-def _is_unicode(text: str) -> bool:
-    """JSON's \\u escapes can make a lone surrogate, which no page, file or message can encode."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+def Str(max_chars: int) -> Any:  # strict str also refuses a lone surrogate, which no page, file or message can encode
+    return Annotated[str, Field(max_length=max_chars)]
 
 
-class Bool:
-    def read(self, value: Any, where: str) -> bool:
-        if type(value) is not bool:
-            raise Refused(f"{where} must be true or false, got {show(value)}")
-        return value
+def Many(item: Any, max_len: int, min_len: int = 0, read_as: type = tuple) -> Any:
+    """An array of min_len to max_len items. Its length is checked before any item, and the items stop at the first
+    bad one: a refusal costs one item's errors, however many more are bad."""
+    return Annotated[
+        list[item],
+        Field(min_length=min_len, max_length=max_len, fail_fast=True),
+        GetPydanticSchema(_length_first),
+        AfterValidator(read_as),
+    ]
 
 
-@dataclass(frozen=True)
-class Choice:
-    values: tuple[str, ...]
-
-    def read(self, value: Any, where: str) -> str:
-        if type(value) is not str or value not in self.values:
-            raise Refused(f"{where} must be one of {', '.join(map(repr, self.values))}, got {show(value)}")
-        return value
+def _length_first(source: Any, handler: Any) -> Any:
+    items = handler(source)
+    length = core_schema.list_schema(min_length=items.get("min_length"), max_length=items.get("max_length"))
+    return core_schema.chain_schema([length, items])
 
 
-@dataclass(frozen=True)
-class Optional:
-    kind: Any
-
-    def read(self, value: Any, where: str) -> Any:
-        return None if value is None else self.kind.read(value, where)
-
-
-@dataclass(frozen=True)
-class Many:
-    item: Any
-    max_len: int
-    min_len: int = 0
-
-    def read(self, value: Any, where: str) -> tuple:
-        if type(value) is not list:
-            raise Refused(f"{where} must be an array, got {show(value)}")
-        if not self.min_len <= len(value) <= self.max_len:
-            raise Refused(f"{where} has {len(value)} items; it must have {self.min_len} to {self.max_len}")
-        return tuple(self.item.read(v, f"{where}[{i}]") for i, v in enumerate(value))
-
-
-@dataclass(frozen=True)
-class Names:
-    """A flat object of short strings (the pair's names)."""
-
-    max_entries: int
-    max_chars: int
-
-    def read(self, value: Any, where: str) -> dict[str, str]:
-        if type(value) is not dict:
-            raise Refused(f"{where} must be an object, got {show(value)}")
-        if len(value) > self.max_entries:
-            raise Refused(f"{where} has {len(value)} entries; the limit is {self.max_entries}")
-        text = Str(self.max_chars)
-        return {text.read(k, f"{where} key"): text.read(v, f"{where}[{show(k)}]") for k, v in value.items()}
-
-
-class Record:
-    """A dataclass: every field has a kind; unknown or missing fields are refused unless lenient (then unknown
-    ones are dropped and missing ones keep their defaults, as SpecConfig.from_dict does)."""
-
-    def __init__(self, cls: type, kinds: dict[str, Any], lenient: bool = False):
-        names = {f.name for f in fields(cls)}
-        if set(kinds) != names:  # a field added to the dataclass without a rule for reading it
-            raise TypeError(f"{cls.__name__}: kinds for {sorted(set(kinds) ^ names)} out of step")
-        self.cls, self.kinds, self.lenient = cls, kinds, lenient
-        self.required = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
-
-    def values(self, value: Any, where: str) -> dict[str, Any]:
-        if type(value) is not dict:
-            raise Refused(f"{where or 'the trace'} must be an object, got {show(value)}")
-        if not self.lenient and (value.keys() - self.kinds.keys() or any(n not in value for n in self.required)):
-            unknown = sorted(value.keys() - self.kinds.keys())
-            expect(not unknown, f"{where or 'the trace'} has unknown fields: {', '.join(map(show, unknown[:5]))}")
-            missing = [name for name in self.required if name not in value]
-            raise Refused(f"{where or 'the trace'} lacks the fields: {', '.join(missing)}")
-        prefix = f"{where}." if where else ""
-        return {k: self.kinds[k].read(v, prefix + k) for k, v in value.items() if k in self.kinds}
-
-    def read(self, value: Any, where: str) -> Any:
-        return self.cls(**self.values(value, where))
+def Record(cls: type, kinds: dict[str, Any], lenient: bool = False) -> Any:
+    """A dataclass: a model of its fields, each of its kind and with the dataclass's default, read into a `cls`. Unknown
+    fields are refused unless lenient (then they are dropped, as SpecConfig.from_dict does)."""
+    names = {f.name for f in fields(cls)}
+    if set(kinds) != names:  # a field added to the dataclass without a rule for reading it
+        raise TypeError(f"{cls.__name__}: kinds for {sorted(set(kinds) ^ names)} out of step")
+    shape = {f.name: (kinds[f.name], ... if f.default is MISSING else f.default) for f in fields(cls)}
+    model = create_model(
+        cls.__name__, __base__=Fields, __cls_kwargs__={"extra": "ignore" if lenient else "forbid"}, **shape
+    )
+    return Annotated[model, AfterValidator(lambda checked: cls(**checked.__dict__))]
 
 
 # --- agreement --------------------------------------------------------------------------------------------

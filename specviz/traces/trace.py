@@ -1,12 +1,14 @@
 """Whole runs saved as versioned JSON, and read back strictly: a trace file may come from anyone.
 
-The events themselves are in events.py (re-exported here); trace_check.py holds the readers and checks.
+The events themselves are in events.py (re-exported here); check.py holds the field types and the checks.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import IO, Any, get_args
+from typing import IO, Annotated, Any
+
+from pydantic import AfterValidator, Field, TypeAdapter, ValidationError
 
 from specviz.decoding.config import (
     GAMMA_LIMIT,
@@ -35,17 +37,17 @@ from specviz.decoding.events import (  # noqa: F401 - the events are read and wr
     Verdict,
     decode_rate,
 )
-from specviz.errors import UserError
+from specviz.errors import UserError, refusal
 
 from . import check
-from .check import Bool, Choice, Float, Int, Many, Names, Optional, Record, Str
+from .check import Float, Int, Many, Record, Str
 
 
 class TraceError(UserError, ValueError):
     """A trace file that is not ours, is from an unknown version, or is damaged."""
 
 
-# --- reading: every field typed and bounded, then the whole checked for agreement (trace_check) ------------
+# --- reading: every field typed and bounded (pydantic), then the whole checked for agreement (check.py) ----------
 
 _ID = Int(0, check.MAX_TOKEN_ID - 1)
 _PROB = Float(0.0, 1.0 + check.PROB_SLACK)
@@ -60,10 +62,10 @@ _CANDIDATE = {  # a drafted token, an alternative or a tree node
     "q": _PROB,
     "p": _PROB,
     "ratio": _UNIT,
-    "u": Optional(_UNIT),
-    "verdict": Choice(get_args(Verdict)),
+    "u": _UNIT | None,
+    "verdict": Verdict,
 }
-_DRAFTED = Record(DraftedToken, {**_CANDIDATE, "from_lookahead": Bool()})
+_DRAFTED = Record(DraftedToken, {**_CANDIDATE, "from_lookahead": bool})
 _TREE = Record(TreeToken, {**_CANDIDATE, "parent": Int(-1, GAMMA_LIMIT * (MAX_ALTERNATIVES + 1))})
 _CACHE = Int(0, check.MAX_CACHE)
 _ROUND = Record(
@@ -74,9 +76,9 @@ _ROUND = Record(
         "gamma": Int(0, GAMMA_LIMIT),
         "drafted": Many(_DRAFTED, GAMMA_LIMIT),
         "n_accepted": Int(0, GAMMA_LIMIT),
-        "rejection_index": Optional(Int(0, GAMMA_LIMIT - 1)),
+        "rejection_index": Int(0, GAMMA_LIMIT - 1) | None,
         "next_token": _TOKEN,
-        "next_source": Choice(get_args(NextSource)),
+        "next_source": NextSource,
         "top_p": _TOP,
         "top_q": _TOP,
         "top_residual": _TOP,
@@ -91,7 +93,7 @@ _ROUND = Record(
         "elapsed": _SECONDS,
         "bookkeeping_seconds": _SECONDS,
         "alternatives": Many(_DRAFTED, MAX_ALTERNATIVES),
-        "draft_source": Choice(get_args(DraftSource)),
+        "draft_source": DraftSource,
         "tree": Many(_TREE, MAX_TREE_NODES),
         "choice_seconds": _SECONDS,
     },
@@ -102,7 +104,7 @@ _STEP = Record(
 _SUMMARY = Record(
     RunSummary,
     {
-        "method": Choice(get_args(Method)),
+        "method": Method,
         "token_ids": Many(_ID, MAX_NEW_TOKENS_LIMIT),
         "text": Str(check.MAX_TEXT_CHARS),
         "new_tokens": Int(0, MAX_NEW_TOKENS_LIMIT),
@@ -114,7 +116,7 @@ _SUMMARY = Record(
         "seconds": _SECONDS,
         "prefill_seconds": _SECONDS,
         "tokens_per_second": Float(0.0, 1e12),
-        "finish_reason": Choice(get_args(FinishReason)),
+        "finish_reason": FinishReason,
         "draft_seconds": _SECONDS,
         "verify_seconds": _SECONDS,
         "draft_forwards": _COUNT,
@@ -122,12 +124,12 @@ _SUMMARY = Record(
     },
 )
 # Settings: typed here, then SpecConfig.validate checks what they mean. Unknown keys are dropped and missing ones
-# keep their defaults (SpecConfig.from_dict), so traces from before a setting existed still load.
+# keep SpecConfig's defaults, so traces from before a setting existed still load.
 _CONFIG = Record(
     SpecConfig,
     {
         "gamma": Int(1, GAMMA_LIMIT),
-        "schedule": Choice(get_args(Schedule)),
+        "schedule": Schedule,
         "gamma_max": Int(1, GAMMA_LIMIT),
         "draft_confidence": _UNIT,
         "temperature": Float(0.0, 1e6),
@@ -135,39 +137,31 @@ _CONFIG = Record(
         "top_p": _UNIT,
         "seed": Int(0, 2**64 - 1),
         "max_new_tokens": Int(1, MAX_NEW_TOKENS_LIMIT),
-        "drafter": Choice(get_args(DrafterName)),
+        "drafter": DrafterName,
         "ngram_size": Int(1, 8),
         "lookahead": Int(0, GAMMA_LIMIT),
         "alternatives": Int(0, MAX_ALTERNATIVES),
         "record_top": Int(0, check.MAX_TOP),
-        "fuse_prompt": Bool(),
+        "fuse_prompt": bool,
     },
     lenient=True,
 )
-
-
-class _Config:
-    def read(self, value: Any, where: str) -> SpecConfig:
-        try:
-            return SpecConfig.from_dict(_CONFIG.values(value, where)).validate()
-        except UserError as exc:
-            raise check.Refused(f"{where}: {exc}") from None
-
-
+_NAME = Str(check.MAX_PAIR_CHARS)
 _TRACE = Record(
     Trace,
     {
-        "config": _Config(),
-        "pair": Names(check.MAX_PAIR_ENTRIES, check.MAX_PAIR_CHARS),
+        "config": Annotated[_CONFIG, AfterValidator(SpecConfig.validate)],  # a ConfigError reads "config: <message>"
+        "pair": Annotated[dict[_NAME, _NAME], Field(max_length=check.MAX_PAIR_ENTRIES)],
         "prompt": Str(check.MAX_PROMPT_CHARS),
         "prompt_ids": Many(_ID, check.MAX_PROMPT_IDS, min_len=1),
         "rounds": Many(_ROUND, MAX_NEW_TOKENS_LIMIT),
         "summary": _SUMMARY,
         "baseline": Many(_STEP, MAX_NEW_TOKENS_LIMIT),
-        "baseline_summary": Optional(_SUMMARY),
+        "baseline_summary": _SUMMARY | None,
         "note": Str(check.MAX_NOTE_CHARS),
     },
 )
+_READER = TypeAdapter(_TRACE)
 
 
 def trace_from_json(text: str | bytes) -> Trace:
@@ -192,9 +186,9 @@ def trace_from_data(data: Any) -> Trace:
         )
     body = {k: v for k, v in data.items() if k not in ("format", "version")}
     try:
-        trace = _TRACE.read(body, "")
-    except check.Refused as exc:
-        raise TraceError(f"damaged trace: {exc}") from None
+        trace = _READER.validate_python(body)
+    except ValidationError as exc:
+        raise TraceError(f"damaged trace: {refusal(exc, _TRACE, 'the trace')}") from None
     try:
         check.check_trace(trace)
     except check.Refused as exc:
