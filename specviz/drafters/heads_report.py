@@ -1,20 +1,23 @@
 """A training report (per-head accuracy, the loss curve, the times) read strictly: from a shipped asset, from a
-heads file's metadata, or from an upload. Every field is typed and bounded; anything else is refused."""
+heads file's metadata, or from an upload. Every field is typed and bounded (a pydantic model); anything else is
+refused with one line naming the field."""
 
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from specviz import ROOT
-from specviz.errors import UserError
+from specviz.errors import UserError, refusal
 
 RECORDED = {kind: ROOT / "assets" / "heads" / f"{kind}_cpu.json" for kind in ("medusa", "eagle")}
 MAX_HEADS = 8
 MAX_CURVE = 20_000  # optimiser steps kept for the loss curve
 MAX_BYTES = 2_000_000
+MAX_KEYS = 64  # fields of one object (a report has 13)
 COLLECT_DTYPES = ("float32", "bfloat16", "float16")  # the greedy answers' precisions (heads/greedy.py, torch names)
 DATA = {"greedy": "the target's own greedy answers", "text": "teacher-forced source code"}  # how it was collected
 
@@ -23,68 +26,58 @@ class ReportError(UserError, ValueError):
     """A training report that is not what specviz writes."""
 
 
-def _number(value: Any, name: str, low: float, high: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ReportError(f"{name} must be a finite number, got {value!r}"[:200])
-    if not low <= value <= high:
-        raise ReportError(f"{name} must be between {low:g} and {high:g}, got {value:g}")
-    return float(value)
+class _Fields(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True, allow_inf_nan=False)
 
 
-def _integer(value: Any, name: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ReportError(f"{name} must be an integer, got {value!r}"[:200])
-    return int(_number(value, name, low, high))
+def _Number(low: float, high: float) -> Any:
+    return Annotated[float, Field(ge=low, le=high)]
+
+
+def _Integer(low: int, high: int) -> Any:
+    return Annotated[int, Field(ge=low, le=high)]
+
+
+_ACCURACIES = Annotated[list[_Number(0.0, 1.0)], Field(max_length=MAX_HEADS, fail_fast=True)]
+
+
+class _Point(_Fields):
+    step: _Integer(1, 10**9)
+    epoch: _Integer(1, 10**6)
+    loss: _Number(0.0, 1e6)
+
+
+class _Report(_Fields):
+    kind: Literal["medusa", "eagle"] = "medusa"
+    heads: _Integer(1, MAX_HEADS)
+    top1: _ACCURACIES
+    top5: _ACCURACIES
+    train_tokens: _Integer(0, 10**9)
+    heldout_tokens: _Integer(0, 10**9)
+    vocabulary: _Integer(0, 10**7)
+    collect_seconds: _Number(0.0, 1e7)
+    train_seconds: _Number(0.0, 1e7)
+    data: Literal[tuple(DATA)] = "text"  # reports from before the greedy data were all teacher-forced
+    collect_dtype: Literal[COLLECT_DTYPES] = "float32"  # reports from before the field: float32 answers
+    curve: Annotated[list[_Point], Field(max_length=MAX_CURVE, fail_fast=True)] = []
+    where: Annotated[str, Field(max_length=4096)] = ""  # the machine and pair it was measured on (shown, escaped)
 
 
 def check_report(data: Any) -> dict[str, Any]:
-    """The report, with only the known fields, each checked; raises ReportError."""
+    """The report, each field checked, and its heads agreeing with its kind and accuracies; raises ReportError."""
     if not isinstance(data, dict):
         raise ReportError("a training report is a JSON object")
-    kind = data.get("kind", "medusa")
-    if kind not in ("medusa", "eagle"):
-        raise ReportError(f"kind must be 'medusa' or 'eagle', got {kind!r}"[:200])
-    heads = _integer(data.get("heads"), "heads", 1, 1 if kind == "eagle" else MAX_HEADS)
-    accuracy = {}
+    try:
+        report = _Report.model_validate(data).model_dump()
+    except ValidationError as exc:
+        words = {"float_type": "{where} must be a finite number, got {got}"}
+        raise ReportError(refusal(exc, _Report, "the report", words)) from None
+    if report["kind"] == "eagle" and report["heads"] != 1:
+        raise ReportError(f"heads must be between 1 and 1 for an EAGLE head, got {report['heads']}")
     for name in ("top1", "top5"):
-        values = data.get(name)
-        if not isinstance(values, list) or len(values) != heads:
-            raise ReportError(f"{name} must list one accuracy per head ({heads})")
-        accuracy[name] = [_number(v, f"{name}[{i}]", 0.0, 1.0) for i, v in enumerate(values)]
-    data_kind = data.get("data", "text")  # reports from before the greedy data were all teacher-forced
-    if data_kind not in DATA:
-        raise ReportError(f"data must be one of {', '.join(DATA)}, got {data_kind!r}"[:200])
-    collect_dtype = data.get("collect_dtype", "float32")  # reports from before the field: float32 answers
-    if collect_dtype not in COLLECT_DTYPES:
-        raise ReportError(f"collect_dtype must be one of {', '.join(COLLECT_DTYPES)}, got {collect_dtype!r}"[:200])
-    curve = data.get("curve", [])
-    if not isinstance(curve, list) or len(curve) > MAX_CURVE:
-        raise ReportError(f"curve must be a list of at most {MAX_CURVE} steps")
-    checked_curve = []
-    for i, point in enumerate(curve):
-        if not isinstance(point, dict):
-            raise ReportError(f"curve[{i}] must be an object")
-        checked_curve.append(
-            {
-                "step": _integer(point.get("step"), f"curve[{i}].step", 1, 10**9),
-                "epoch": _integer(point.get("epoch"), f"curve[{i}].epoch", 1, 10**6),
-                "loss": _number(point.get("loss"), f"curve[{i}].loss", 0.0, 1e6),
-            }
-        )
-    return {
-        "kind": kind,
-        "heads": heads,
-        **accuracy,
-        "train_tokens": _integer(data.get("train_tokens"), "train_tokens", 0, 10**9),
-        "heldout_tokens": _integer(data.get("heldout_tokens"), "heldout_tokens", 0, 10**9),
-        "vocabulary": _integer(data.get("vocabulary"), "vocabulary", 0, 10**7),
-        "collect_seconds": _number(data.get("collect_seconds"), "collect_seconds", 0.0, 1e7),
-        "train_seconds": _number(data.get("train_seconds"), "train_seconds", 0.0, 1e7),
-        "data": data_kind,
-        "collect_dtype": collect_dtype,
-        "curve": checked_curve,
-        "where": str(data.get("where", ""))[:200],  # the machine and pair it was measured on (shown, escaped)
-    }
+        if len(report[name]) != report["heads"]:
+            raise ReportError(f"{name} must list one accuracy per head ({report['heads']})")
+    return {**report, "where": report["where"][:200]}
 
 
 def load_report(path: Path) -> dict[str, Any]:
@@ -95,7 +88,15 @@ def load_report(path: Path) -> dict[str, Any]:
     if len(raw) > MAX_BYTES:
         raise ReportError(f"{path.name} is larger than {MAX_BYTES // 1_000_000} MB")
     try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        data = json.loads(raw.decode("utf-8"), object_hook=_few_fields)
+    except ReportError:
+        raise
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError, JSONDecodeError, int()'s digit limit
         raise ReportError(f"{path.name} is not JSON: {exc}"[:300]) from exc
     return check_report(data)
+
+
+def _few_fields(obj: dict) -> dict:
+    if len(obj) > MAX_KEYS:  # each unknown field would be an error of its own
+        raise ReportError(f"an object has {len(obj)} fields; the limit is {MAX_KEYS}")
+    return obj
