@@ -8,7 +8,7 @@ end of sequence in one row. Sampling: the first two tokens of each row follow th
 
 import pytest
 import torch
-from test_lossless import chi_square_rejects
+from helpers.lossless import chi_square_rejects
 from unequal_widths import unequal_pair
 
 import specviz.decoding.batch as batch

@@ -6,6 +6,7 @@ import math
 from dataclasses import replace
 
 import pytest
+from helpers.heap import frozen_heap
 
 from specviz.bench import (
     BenchSettings,
@@ -22,6 +23,8 @@ from specviz.bench import (
 from specviz.decoding.config import ConfigError, SpecConfig
 from specviz.lessons.theory import expected_tokens
 from specviz.models.tiny import tiny_pair
+
+pytestmark = pytest.mark.usefixtures("frozen_heap")  # the bench collects garbage before each run
 
 PROMPTS = {
     "code": ["def add(a, b):\n    return a + b\n\ndef add(a, b):", "for i in range(10):\n    print(i)\n"],
@@ -43,7 +46,8 @@ def greedy_doc(pair):
         curve_repeats=1,
         methods=("baseline", "speculative", "hf_assisted", "hf_matched"),
     )
-    return run_benchmark(pair, PROMPTS, settings)
+    with frozen_heap():
+        return run_benchmark(pair, PROMPTS, settings)
 
 
 def test_json_structure(greedy_doc):

@@ -1,12 +1,17 @@
-"""The command line: bad input gives one clear line on stderr and exit status 2, never a traceback."""
+"""The command line: bad input gives one clear line on stderr and exit status 2, never a traceback.
+
+Most checks call the CLI's main() in this process (a fresh interpreter per case costs seconds for importing torch);
+stdout and stderr are read at the file-descriptor level and warnings are shown as a fresh interpreter shows them, so
+a stray line still fails. The process contract itself (the exit status of `python -m specviz`, undecodable bytes in
+argv, errors that reach model loading) is checked through real subprocesses."""
 
 import json
 import os
 import re
 import shutil
-import string
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -15,7 +20,6 @@ import torch
 from specviz.__main__ import main
 from specviz.decoding.config import SEED_LIMIT, ConfigError, SpecConfig
 from specviz.errors import ModelLoadError, OutputError
-from specviz.models.tiny import save_tiny
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
@@ -26,6 +30,44 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
         timeout=300,
         env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
     )
+
+
+# A fresh interpreter's warning filters (Python's defaults): what would reach a user's terminal.
+FRESH_FILTERS = [
+    ("default", None, DeprecationWarning, "__main__", 0),
+    ("ignore", None, DeprecationWarning, None, 0),
+    ("ignore", None, PendingDeprecationWarning, None, 0),
+    ("ignore", None, ImportWarning, None, 0),
+    ("ignore", None, ResourceWarning, None, 0),
+]
+
+
+def show_on_stderr(message, category, filename, lineno, file=None, line=None) -> None:
+    sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
+@pytest.fixture
+def cli(capfd):
+    """Run main() here as `python -m specviz` would (sys.exit(main()), argparse's SystemExit included), with a fresh
+    interpreter's warnings on stderr; returns what a subprocess run returns."""
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        capfd.readouterr()
+        with warnings.catch_warnings():
+            warnings.filters[:] = FRESH_FILTERS
+            warnings.showwarning = show_on_stderr  # not into pytest's record
+            try:
+                code = main(list(args))
+            except SystemExit as exc:
+                code = exc.code
+        out, err = capfd.readouterr()
+        return subprocess.CompletedProcess(["specviz", *args], code, out, err)
+
+    return run
+
+
+# Cases that reach model loading run as a real process: their libraries may print on their own.
+LOADING = {"no-such-org/no-such-model-xyz", "/nonexistent/dir"}
 
 
 @pytest.mark.parametrize(
@@ -49,8 +91,8 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
         (["--prompt", "hi", "--target", "some/model"], "needs --draft"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(args, message):
-    result = run_cli("generate", *args)
+def test_bad_input_is_one_line_and_exit_2(args, message, cli):
+    result = run_cli("generate", *args) if message in LOADING else cli("generate", *args)
     assert result.returncode == 2, result.stderr
     # Progress lines (one per loading stage, no carriage returns) may come first; the error is one line, last.
     lines = result.stderr.strip().splitlines()
@@ -59,6 +101,22 @@ def test_bad_input_is_one_line_and_exit_2(args, message):
     assert all(line.startswith("[") for line in lines[:-1]) and "\r" not in result.stderr, result.stderr
     assert message in lines[-1] and "Traceback" not in result.stderr
     assert result.stdout == ""
+
+
+def test_in_process_runs_see_a_stray_warning(cli, monkeypatch):
+    """The in-process runner is no blinder than a subprocess: a warning on the way to the error is on its stderr."""
+    import specviz.cli.args as cli_args
+
+    real = cli_args.config_from
+
+    def warns(args):
+        warnings.warn("a stray warning", UserWarning, stacklevel=1)
+        return real(args)
+
+    monkeypatch.setattr(cli_args, "config_from", warns)
+    monkeypatch.setattr(sys.modules["specviz.__main__"], "config_from", warns)
+    result = cli("generate", "--prompt", "hi", "--gamma", "0")
+    assert result.returncode == 2 and "a stray warning" in result.stderr, result.stderr
 
 
 def test_missing_subcommand():
@@ -89,16 +147,6 @@ def test_console_progress_writes_one_line_per_stage_in_a_log():
 
 # ---------------------------------------------------------------- checks before loading, errors after running
 
-LETTERS = string.ascii_lowercase + " "
-
-
-@pytest.fixture(scope="module")
-def local_pair(tmp_path_factory) -> list[str]:
-    """--target/--draft arguments for a tiny random pair saved as local model directories."""
-    root = tmp_path_factory.mktemp("pair")
-    target, draft = save_tiny(root / "target", LETTERS, seed=0), save_tiny(root / "draft", LETTERS, seed=1)
-    return ["--target", str(target), "--draft", str(draft), "--device", "cpu"]
-
 
 # A target that fails in a second once loading starts: an error about anything else proves its check came first.
 NOT_LOADED = ["--target", "/nonexistent/model-dir", "--drafter", "ngram"]
@@ -112,9 +160,9 @@ def assert_one_line(result: subprocess.CompletedProcess, message: str) -> None:
 
 
 @pytest.mark.parametrize("seed", [str(2**64), "-1", str(10**30)])
-def test_seed_outside_what_torch_takes_is_one_line(seed):
+def test_seed_outside_what_torch_takes_is_one_line(seed, cli):
     assert_one_line(
-        run_cli("generate", "--prompt", "hi", "--seed", seed, *NOT_LOADED),
+        cli("generate", "--prompt", "hi", "--seed", seed, *NOT_LOADED),
         "seed must be between 0 and 18446744073709551615",
     )
 
@@ -140,31 +188,31 @@ def test_prompt_with_bytes_that_are_not_utf8_is_refused_before_loading():
     assert_one_line(result, "the prompt is not valid UTF-8 text: byte 0xff at character 3")
 
 
-def test_prompt_over_the_character_limit_is_refused_before_loading():
+def test_prompt_over_the_character_limit_is_refused_before_loading(cli):
     from specviz.runs import MAX_PROMPT_CHARS
 
-    result = run_cli("generate", "--prompt", "a" * (MAX_PROMPT_CHARS + 1), *NOT_LOADED)
+    result = cli("generate", "--prompt", "a" * (MAX_PROMPT_CHARS + 1), *NOT_LOADED)
     assert_one_line(result, f"the prompt is {MAX_PROMPT_CHARS + 1} characters long; the limit is {MAX_PROMPT_CHARS}")
 
 
-def test_save_trace_to_a_directory_or_a_missing_folder_is_refused_before_loading(tmp_path):
+def test_save_trace_to_a_directory_or_a_missing_folder_is_refused_before_loading(tmp_path, cli):
     assert_one_line(
-        run_cli("generate", "--prompt", "hi", "--save-trace", str(tmp_path), *NOT_LOADED),
+        cli("generate", "--prompt", "hi", "--save-trace", str(tmp_path), *NOT_LOADED),
         f"--save-trace {tmp_path} is a directory",
     )
     missing = tmp_path / "no-such-folder" / "trace.json"
     assert_one_line(
-        run_cli("generate", "--prompt", "hi", "--save-trace", str(missing), *NOT_LOADED),
+        cli("generate", "--prompt", "hi", "--save-trace", str(missing), *NOT_LOADED),
         "cannot be written: No such file or directory",
     )
     assert not missing.parent.exists()
 
 
 @pytest.mark.skipif(not Path("/proc/version").is_file(), reason="needs Linux's /proc")
-def test_save_trace_to_an_unwritable_file_is_refused_before_loading():
+def test_save_trace_to_an_unwritable_file_is_refused_before_loading(cli):
     # /proc/version refuses writing even to root (chmod would not stop root)
     assert_one_line(
-        run_cli("generate", "--prompt", "hi", "--save-trace", "/proc/version", *NOT_LOADED),
+        cli("generate", "--prompt", "hi", "--save-trace", "/proc/version", *NOT_LOADED),
         "--save-trace /proc/version cannot be written",
     )
 
@@ -296,7 +344,7 @@ def test_generate_prints_the_run_and_the_baseline(local_pair, capsys):
     ), out
 
 
-def test_bench_through_the_cli_on_a_local_pair(local_pair, tmp_path, capsys):
+def test_bench_through_the_cli_on_a_local_pair(local_pair, tmp_path, capsys, frozen_heap):
     prompts = tmp_path / "prompts.json"
     prompts.write_text(json.dumps({"code": ["abc abc", "a b c"], "prose": ["the cat"]}))
     out, curve = tmp_path / "out" / "bench.json", tmp_path / "curve.json"
@@ -337,12 +385,12 @@ def test_bench_through_the_cli_on_a_local_pair(local_pair, tmp_path, capsys):
     assert "Verify-cost curve" in printed and f"JSON: {out}" in printed and f"verify-cost curve: {curve}" in printed
 
 
-def test_bench_refuses_an_unwritable_json_before_loading(tmp_path):
-    result = run_cli("bench", "--json", str(tmp_path), "--methods", "baseline,speculative", *NOT_LOADED)
+def test_bench_refuses_an_unwritable_json_before_loading(tmp_path, cli):
+    result = cli("bench", "--json", str(tmp_path), "--methods", "baseline,speculative", *NOT_LOADED)
     assert_one_line(result, f"--json {tmp_path} is a directory")
 
 
-def test_bench_stream_through_the_cli_with_repeats(local_pair, tmp_path, capsys):
+def test_bench_stream_through_the_cli_with_repeats(local_pair, tmp_path, capsys, frozen_heap):
     stream = tmp_path / "stream.json"
     requests = [{"prompt": "abc abc", "phase": "a"}, {"prompt": "abc abc", "phase": "a"}] + [
         {"prompt": "x y", "phase": "b"}
@@ -360,8 +408,8 @@ def test_bench_stream_through_the_cli_with_repeats(local_pair, tmp_path, capsys)
     )
 
 
-def test_bench_stream_refuses_bad_repeats_before_loading(tmp_path):
+def test_bench_stream_refuses_bad_repeats_before_loading(tmp_path, cli):
     stream = tmp_path / "stream.json"
     stream.write_text(json.dumps({"requests": [{"prompt": "abc", "phase": "a"}]}))
-    result = run_cli("bench", "--stream", str(stream), "--repeats", "0", *NOT_LOADED)
+    result = cli("bench", "--stream", str(stream), "--repeats", "0", *NOT_LOADED)
     assert_one_line(result, "repeats must be between 1 and 20, got 0")

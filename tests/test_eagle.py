@@ -3,28 +3,20 @@ on the target's true features, training on a tiny target, and its file."""
 
 import pytest
 import torch
-from test_lossless import RUNS, chi_square_rejects, empirical_joint, exact_joint
+from helpers.heads import random_head
+from helpers.lossless import RUNS, chi_square_rejects, empirical_joint, exact_joint
 
 import specviz.drafters.eagle as eagle
 from specviz.decoding.config import SpecConfig
 from specviz.decoding.engine import autoregressive_generate, run_to_end
-from specviz.drafters.eagle_head import head_config
-from specviz.drafters.heads import EagleHead, HeadsError, forget_heads, use_heads
+from specviz.drafters.heads import HeadsError, forget_heads, use_heads
 from specviz.drafters.heads_file import load_heads, save_heads, target_fingerprint
 from specviz.models.tiny import tiny_pair
 from specviz.runs import speculative_generate
 from specviz.traces.check import check_trace
 from specviz.traces.trace import Trace
 from specviz.training.eagle_train import train_eagle
-from specviz.training.train import TrainSettings, lm_head_rows
-
-
-def random_head(pair, keep: list[int] | None = None, seed: int = 0, intermediate: int = 48) -> EagleHead:
-    width = pair.target.config.vocab_size
-    ids = torch.tensor(keep if keep is not None else list(range(width)))
-    torch.manual_seed(seed)
-    head = EagleHead(head_config(pair.target.config, intermediate), lm_head_rows(pair.target, ids), ids, width)
-    return head.eval()
+from specviz.training.train import TrainSettings
 
 
 @pytest.fixture(scope="module")

@@ -1,9 +1,10 @@
 """The GPU check, rehearsed on the CPU so it works the first time a GPU is lent.
 
-test_gpu_check_script_runs_on_cpu_with_compiled_steps runs the benchmark (scripts/gpu_check.py) end to end
-with scaled-down random pairs; test_rehearsal_imitates_the_device runs scripts/gpu_rehearsal.sh: the whole
-scripts/gpu_check.sh in a venv with the device's transformers 5.17, the carried 5.24 wheel installed as on
-the device. That venv (and the wheel) come from PyPI once, then from a cache: without either, it skips.
+scripts/gpu_rehearsal.sh runs the whole scripts/gpu_check.sh once (a module fixture) in a venv with the device's
+transformers 5.17, the carried 5.24 wheel installed as on the device: its benchmark step is scripts/gpu_check.py
+and its batching step scripts/gpu_batching.py, with the scaled-down random pairs and options below, so their
+outputs are read from that one run. That venv (and the wheel) come from PyPI once, then from a cache: without
+either the rehearsal skips, and the two scripts are run here directly, with the project's own interpreter.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -23,15 +25,55 @@ REHEARSAL_CACHE = Path(os.environ.get("SPECVIZ_REHEARSAL_CACHE", Path.home() / "
 PHASES = ["eager", "eager_constant_gamma4", "eager_alternatives", "compiled", "identity_fp32"]
 
 
-def test_gpu_check_script_runs_on_cpu_with_compiled_steps(tmp_path):
-    command = [sys.executable, "scripts/gpu_check.py", "--device", "cpu", "--dry-run", "--compile", "on"]
-    command += ["--max-new-tokens", "8", "--per-category", "1", "--curve-gammas", "3", "--out", str(tmp_path)]
+CHECK_OPTIONS = ["--device", "cpu", "--dry-run", "--compile", "on", "--max-new-tokens", "8", "--per-category", "1"]
+CHECK_OPTIONS += ["--curve-gammas", "3"]  # the options scripts/gpu_rehearsal.sh passes to both scripts
+
+
+@dataclass
+class Rehearsal:
+    done: subprocess.CompletedProcess
+    out: Path
+    ready: bool  # its venv and wheel were there: the run is the device's script, as the device runs it
+
+    @property
+    def tail(self) -> str:
+        return self.done.stdout[-4000:] + self.done.stderr[-3000:]
+
+    @property
+    def ran(self) -> bool:
+        """Its benchmark and batching steps ran to the end: their outputs can be read."""
+        return self.done.returncode == 0
+
+
+@pytest.fixture(scope="module")
+def rehearsal(tmp_path_factory) -> Rehearsal:
+    env = dict(os.environ, SPECVIZ_REHEARSAL_CACHE=str(REHEARSAL_CACHE), PROJECT_PYTHON=sys.executable)
+    out = tmp_path_factory.mktemp("rehearsal") / "out"
+    command = ["scripts/gpu_rehearsal.sh", str(out)]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    venv_ready = (REHEARSAL_CACHE / "venv-transformers-5.17" / "bin" / "python").exists()
+    wheel_ready = any((ROOT / ".whl").glob("transformers-5.24*.whl"))
+    return Rehearsal(done, out, venv_ready and wheel_ready)
+
+
+def run_here(script: str, out: Path, options: list[str]) -> str:
+    """The script with the project's interpreter (the rehearsal could not run): its stdout."""
+    command = [sys.executable, script, *options, "--out", str(out)]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "Verify-cost curve" in done.stdout and "cost ratio c" in done.stdout
-    assert "constant gamma 4, confidence stop off" in done.stdout and "same = NO is expected" in done.stdout
+    return done.stdout
 
-    doc = json.loads((tmp_path / "gpu-check-cpu.json").read_text())
+
+def test_gpu_check_script_runs_on_cpu_with_compiled_steps(rehearsal, tmp_path):
+    """scripts/gpu_check.py end to end: every phase, the compiled one included, and its printed summary."""
+    if rehearsal.ran:
+        out, printed = rehearsal.out, (rehearsal.out / "bench.log").read_text()
+    else:
+        out, printed = tmp_path, run_here("scripts/gpu_check.py", tmp_path, CHECK_OPTIONS)
+    assert "Verify-cost curve" in printed and "cost ratio c" in printed
+    assert "constant gamma 4, confidence stop off" in printed and "same = NO is expected" in printed
+
+    doc = json.loads((out / "gpu-check-cpu.json").read_text())
     assert list(doc["phases"]) == PHASES and all(s["status"] == "ok" for s in doc["phases"].values())
     results = doc["results"]
     assert list(results) == PHASES
@@ -52,20 +94,14 @@ def test_gpu_check_script_runs_on_cpu_with_compiled_steps(tmp_path):
     compiled = doc["phases"]["compiled"]
     assert compiled["compiled_steps"]["target"] > 0 and compiled["compiled_steps"]["draft"] > 0
     assert "compile_times" in compiled["dynamo"] and compiled["compile_and_warm_seconds"] > 0
-    assert (tmp_path / "verify_curve_cpu.json").is_file()
+    assert (out / "verify_curve_cpu.json").is_file()
 
 
-def test_rehearsal_imitates_the_device(tmp_path):
-    env = dict(os.environ, SPECVIZ_REHEARSAL_CACHE=str(REHEARSAL_CACHE), PROJECT_PYTHON=sys.executable)
-    out = tmp_path / "out"
-    command = ["scripts/gpu_rehearsal.sh", str(out)]
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    tail = done.stdout[-4000:] + done.stderr[-3000:]
-    venv_ready = (REHEARSAL_CACHE / "venv-transformers-5.17" / "bin" / "python").exists()
-    wheel_ready = any((ROOT / ".whl").glob("transformers-5.24*.whl"))
-    if done.returncode and not (venv_ready and wheel_ready):
-        pytest.skip(f"the rehearsal's venv or wheel could not be fetched from PyPI:\n{tail[-1500:]}")
-    assert done.returncode == 0, tail
+def test_rehearsal_imitates_the_device(rehearsal):
+    if rehearsal.done.returncode and not rehearsal.ready:
+        pytest.skip(f"the rehearsal's venv or wheel could not be fetched from PyPI:\n{rehearsal.tail[-1500:]}")
+    done, out = rehearsal.done, rehearsal.out
+    assert done.returncode == 0, rehearsal.tail
     assert "refused, as it should" in done.stdout and "gpu_rehearsal: OK" in done.stdout
     files = sorted(p.name for p in out.rglob("*") if p.is_file())
     assert len(files) <= 8 and {
@@ -82,13 +118,15 @@ def test_rehearsal_imitates_the_device(tmp_path):
     assert "transformers 5.24" in (out / "versions.txt").read_text()
 
 
-def test_gpu_batching_step_runs_on_cpu(tmp_path):
-    """gpu_check.sh's batching step, scaled down: a loadable batching result with greedy-identical rows."""
-    command = [sys.executable, "scripts/gpu_batching.py", "--device", "cpu", "--dry-run", "--out", str(tmp_path)]
-    command += ["--compile", "on"]  # gpu_check.py's options are passed on too, and ignored
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    doc = load_batching(tmp_path / "batching_cpu.json")
+def test_gpu_batching_step_runs_on_cpu(rehearsal, tmp_path):
+    """gpu_check.sh's batching step, scaled down: a loadable batching result with greedy-identical rows (gpu_check.py's
+    options are passed on too, and ignored)."""
+    if rehearsal.ran:
+        out = rehearsal.out
+    else:
+        out = tmp_path
+        run_here("scripts/gpu_batching.py", tmp_path, CHECK_OPTIONS)
+    doc = load_batching(out / "batching_cpu.json")
     assert [row["batch"] for row in doc["rows"]] == [1, 2] and doc["curve"]["tokens"][-1] == 32
     assert all(row["greedy_identical"] for row in doc["rows"])
     assert "random Qwen2" in doc["target"]

@@ -5,8 +5,9 @@ import json
 
 import pytest
 import torch
+from helpers.heads import random_heads
+from helpers.lossless import RUNS, chi_square_rejects, empirical_joint, exact_joint
 from safetensors.torch import load_file, save_file
-from test_lossless import RUNS, chi_square_rejects, empirical_joint, exact_joint
 
 import specviz.drafters.medusa as medusa
 from specviz.decoding.config import SpecConfig
@@ -30,18 +31,6 @@ from specviz.training.train import (
     token_chunks,
     train_medusa,
 )
-
-
-def random_heads(pair, count: int = 3, keep: list[int] | None = None, seed: int = 0) -> MedusaHeads:
-    """Heads with random blocks over a reduced vocabulary `keep` (default: every id)."""
-    width = pair.target.config.vocab_size
-    ids = torch.tensor(keep if keep is not None else list(range(width)))
-    heads = MedusaHeads(pair.target.config.hidden_size, count, lm_head_rows(pair.target, ids), ids, width)
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for block in heads.blocks:
-            block.weight.copy_(0.5 * torch.randn(block.weight.shape, generator=generator))
-    return heads.eval()
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@
 import json
 
 import pytest
-from test_cli import local_pair  # noqa: F401 - a fixture
 
 from specviz.__main__ import main
 
@@ -29,7 +28,7 @@ def cache(tmp_path, monkeypatch):
     return tmp_path / "cache"
 
 
-def test_train_then_load_then_compare_drafters(local_pair, cache, tmp_path, capsys):  # noqa: F811
+def test_train_then_load_then_compare_drafters(local_pair, cache, tmp_path, capsys, frozen_heap):
     assert main(["train-heads", *local_pair, *SMALL]) == 0
     printed = capsys.readouterr().out
     files = list((cache / "heads").glob("medusa-*.safetensors"))
@@ -73,7 +72,7 @@ def test_bad_training_settings_are_refused_before_loading(flag, value, capsys):
     assert flag in err and "nonexistent" not in err
 
 
-def test_a_damaged_heads_file_is_trained_again(local_pair, cache, capsys):  # noqa: F811
+def test_a_damaged_heads_file_is_trained_again(local_pair, cache, capsys):
     assert main(["train-heads", *local_pair, *SMALL]) == 0
     path = next((cache / "heads").glob("medusa-*.safetensors"))
     path.write_bytes(b"not a safetensors file")

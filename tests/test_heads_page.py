@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers.app import APP, finish, go, html_of, state
 from streamlit.testing.v1 import AppTest
-from test_app import APP, app, finish, go, html_of, state  # noqa: F401 - app is a fixture
 
 from specviz.drafters.heads_report import RECORDED, ReportError, check_report, load_report
 

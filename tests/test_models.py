@@ -1,7 +1,7 @@
 """Loading model pairs: sources, refusals with clear messages, the built-in pair's assembly and cache.
 
-Fast tests use tiny random Llama models saved to tmp dirs and fake part packages; the `real` test uses
-the built-in pair when it has been prepared (python -m specviz prepare).
+Fast tests use tiny random Llama models saved to tmp dirs and fake part packages; the built-in pair itself, once
+prepared (python -m specviz prepare), is loaded in tests/real/test_real_pair.py.
 """
 
 from __future__ import annotations
@@ -410,30 +410,3 @@ def test_two_prepares_at_once_convert_once(site, tmp_path, monkeypatch):
     assert folders[0] == folders[1] == builtin.converted_dir(model, root)
     assert calls == [True] and builtin.is_converted(model, root)
     assert [p.name for p in root.iterdir() if p.name.startswith(".tmp-")] == []
-
-
-# ---------------------------------------------------------------- the real built-in pair
-
-
-@pytest.mark.real
-def test_builtin_pair_loads_shares_vocab_and_predicts_code(builtin_pair):
-    """builtin_pair (conftest) skips only when the cache is absent, and fails then under SPECVIZ_REQUIRE_BUILTIN=1."""
-    from transformers import AutoTokenizer
-
-    pair = builtin_pair
-    assert pair.names["target"].startswith("Qwen2.5-Coder-1.5B")
-    assert pair.names["draft"].startswith("Qwen2.5-Coder-0.5B")
-    if pair.device.type == "cpu":
-        assert (pair.names["device"], pair.names["dtype"], pair.names["draft_quantized"]) == ("cpu", "float32", "int8")
-    draft_tokenizer = AutoTokenizer.from_pretrained(builtin.converted_dir(builtin.DRAFT))
-    assert draft_tokenizer.get_vocab() == pair.tokenizer.get_vocab()
-    assert {151645, 151643} <= pair.eos_ids
-
-    ids = torch.tensor([pair.tokenizer("def fibonacci(n):")["input_ids"]], device=pair.device)
-    with torch.inference_mode():
-        p = pair.target(ids).logits[0, -1].float().softmax(-1)
-        q = pair.draft(ids).logits[0, -1].float().softmax(-1)
-    p_top = p.argmax().item()
-    assert pair.token_text(p_top) == "\n" and p[p_top] > 0.3  # the body starts on the next line
-    assert q.argmax().item() in p.topk(5).indices.tolist()  # the draft approximates p
-    assert pair.token_text(q.argmax().item()).strip() == ""  # (the int8 draft prefers " \n")

@@ -5,7 +5,6 @@ is wider than its column. A browser review found numbers cut to "3…" and half 
 from __future__ import annotations
 
 import pytest
-from test_browser import served
 
 from scripts.browser import CHROMIUM_ARGS, chromium_path
 
@@ -34,11 +33,11 @@ CLIPPED = """() => {
 }"""
 
 
-def test_every_page_fits_a_window_1024_px_wide(tmp_path):
+def test_every_page_fits_a_window_1024_px_wide(tiny_app, tmp_path):
     from playwright.sync_api import expect, sync_playwright
 
-    seen = {}
-    with served(tmp_path, {"SPECVIZ_PAIR": "tiny", "OMP_NUM_THREADS": "1"}) as url, sync_playwright() as pw:
+    seen, url = {}, tiny_app
+    with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1024, "height": 2700})

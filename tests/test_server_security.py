@@ -8,9 +8,9 @@ import json
 import os
 
 import pytest
+from helpers.app import APP, TINY_TRACE, finish, go, state, texts
 from streamlit import config as st_config
 from streamlit.testing.v1 import AppTest
-from test_app import APP, finish, go, state, texts
 
 from specviz.ui.server import ALLOW_CUSTOM_ENV, is_loopback
 
@@ -201,8 +201,6 @@ def test_lab_keeps_the_finished_runs_when_one_fails(app, monkeypatch):
 
 def test_a_refused_file_cannot_write_markdown_into_its_error(app):
     """The loader's message quotes the file (an unknown field's name): it is shown as text, never as a link."""
-    from test_app import TINY_TRACE
-
     data = json.loads(TINY_TRACE.read_text())
     data["rounds"][0]["[evil](https://evil.example/f) <b>x</b>"] = 1
     app.get("file_uploader")[0].set_value(("evil.json", json.dumps(data).encode(), "application/json")).run()

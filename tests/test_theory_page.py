@@ -8,14 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers.app import APP, ROOT, finish, go
 from streamlit.testing.v1 import AppTest
-from test_app import app, finish, go  # noqa: F401 - app is a fixture
 
 from specviz import charts
 from specviz.lessons import theory
 
-ROOT = Path(__file__).resolve().parent.parent
-APP = str(ROOT / "app.py")
 REAL_CURVE = ROOT / "assets" / "verify_curve_cpu.json"
 A_GRID = [0.1, 0.3, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95]
 C_GRID = [0.0, 0.02, 0.05, 0.1, 0.2, 0.4, 0.8]

@@ -4,7 +4,7 @@ first two tokens. The controller is made to choose "both" (traffic tokens with p
 and a broken variant (uniform rows in place of the point masses) must be caught."""
 
 import pytest
-from test_lossless import PROMPT, RUNS, chi_square_rejects, exact_joint
+from helpers.lossless import PROMPT, RUNS, chi_square_rejects, exact_joint
 
 import specviz.drafters.traffic as traffic
 from specviz.decoding.config import SpecConfig

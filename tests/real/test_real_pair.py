@@ -1,13 +1,39 @@
-"""Integration on the real built-in pair (Qwen2.5-Coder 1.5B target, 0.5B int8 draft on CPU)."""
+"""Integration on the real built-in pair (Qwen2.5-Coder 1.5B target, 0.5B int8 draft on CPU): it loads as prepared,
+greedy output is exactly the target's, a sampled run is reproducible."""
 
 import pytest
 import torch
 
 from specviz.decoding.config import SpecConfig
 from specviz.decoding.engine import autoregressive_generate, run_to_end
+from specviz.models import builtin
 from specviz.runs import speculative_generate
 
 pytestmark = pytest.mark.real
+
+
+def test_builtin_pair_loads_shares_vocab_and_predicts_code(builtin_pair):
+    """builtin_pair (conftest) skips only when the cache is absent, and fails then under SPECVIZ_REQUIRE_BUILTIN=1."""
+    from transformers import AutoTokenizer
+
+    pair = builtin_pair
+    assert pair.names["target"].startswith("Qwen2.5-Coder-1.5B")
+    assert pair.names["draft"].startswith("Qwen2.5-Coder-0.5B")
+    if pair.device.type == "cpu":
+        assert (pair.names["device"], pair.names["dtype"], pair.names["draft_quantized"]) == ("cpu", "float32", "int8")
+    draft_tokenizer = AutoTokenizer.from_pretrained(builtin.converted_dir(builtin.DRAFT))
+    assert draft_tokenizer.get_vocab() == pair.tokenizer.get_vocab()
+    assert {151645, 151643} <= pair.eos_ids
+
+    ids = torch.tensor([pair.tokenizer("def fibonacci(n):")["input_ids"]], device=pair.device)
+    with torch.inference_mode():
+        p = pair.target(ids).logits[0, -1].float().softmax(-1)
+        q = pair.draft(ids).logits[0, -1].float().softmax(-1)
+    p_top = p.argmax().item()
+    assert pair.token_text(p_top) == "\n" and p[p_top] > 0.3  # the body starts on the next line
+    assert q.argmax().item() in p.topk(5).indices.tolist()  # the draft approximates p
+    assert pair.token_text(q.argmax().item()).strip() == ""  # (the int8 draft prefers " \n")
+
 
 PROMPTS = [
     "Write a Python function that checks whether a string is a palindrome.",

@@ -1,0 +1,103 @@
+"""The app served by `streamlit run app.py` on a free localhost port and driven by headless Chromium through
+Playwright (scripts/browser.py starts and stops it). Shared servers are fixtures in tests/conftest.py."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from scripts.browser import CHROMIUM_ARGS, AppStartError, chromium_path, free_port, start_app, stop_app
+
+TINY = {"SPECVIZ_PAIR": "tiny", "OMP_NUM_THREADS": "1"}  # the app on the tiny random pair, one thread
+HOME_TITLE = "A small model writes ahead, a big model checks"
+PROSE = "Describe a quiet morning in a small coastal town in three sentences."
+
+
+@contextmanager
+def home_page(url: str) -> Iterator:
+    """A headless Chromium page on the app's first page, once its title shows."""
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1440, "height": 2400})
+            page.goto(url, wait_until="domcontentloaded")
+            expect(page.get_by_role("heading", name=HOME_TITLE)).to_be_visible(timeout=60_000)
+            yield page
+        finally:
+            browser.close()
+
+
+@contextmanager
+def served(folder: Path, env_extra: dict[str, str]) -> Iterator[str]:
+    """`streamlit run app.py` on a free localhost port (its log in `folder`); yields its URL."""
+    if chromium_path() is None:
+        pytest.skip("no chromium executable (apt-get install chromium)")
+    port = free_port()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **env_extra}
+    if "SPECVIZ_PAIR" not in env_extra:
+        env.pop("SPECVIZ_PAIR", None)
+    try:
+        process = start_app(port, env, folder / "streamlit.log")
+    except AppStartError as exc:
+        pytest.fail(str(exc))
+    try:
+        yield f"http://localhost:{port}/"
+    finally:
+        stop_app(process)
+
+
+def set_max_new_tokens(page, count: int) -> None:
+    tokens = page.get_by_label("Max new tokens")
+    tokens.fill(str(count))
+    tokens.press("Enter")
+
+
+def drive(url: str, shot: Path, max_new_tokens: int, run_timeout_s: float) -> dict:
+    """Type a prompt, run it, step through the rounds; returns what was seen on the page."""
+    from playwright.sync_api import expect
+
+    seen = {"accepted": False, "rejected": False, "speedup": None}
+    with home_page(url) as page:
+        set_max_new_tokens(page, max_new_tokens)
+        prompt = page.get_by_label("Prompt", exact=True)
+        prompt.fill(PROSE)
+        prompt.press("Control+Enter")  # commits the text area
+        page.wait_for_timeout(500)
+        page.get_by_role("button", name="Run", exact=True).click()
+        expect(page.get_by_role("heading", name="Showing your run")).to_be_visible(timeout=run_timeout_s * 1000)
+        speedup = page.locator('[data-testid="stMetric"]').filter(has_text="Speed-up")
+        expect(speedup).to_be_visible()
+        seen["speedup"] = speedup.locator('[data-testid="stMetricValue"]').inner_text()
+        for _ in range(40):  # step through the rounds
+            seen["accepted"] |= page.locator(".sv-chip.sv-accepted").count() > 0
+            seen["rejected"] |= page.locator(".sv-chip.sv-rejected").count() > 0
+            if seen["accepted"] and seen["rejected"]:
+                break
+            forward = page.get_by_role("button", name="Next")
+            if forward.count() == 0 or not forward.first.is_enabled():
+                break
+            head = page.locator(".sv-round-head").first.inner_text()
+            forward.first.click()
+            try:
+                expect(page.locator(".sv-round-head").first).not_to_have_text(head, timeout=10_000)
+            except AssertionError:
+                break  # the last round
+        page.wait_for_timeout(1500)  # let the charts draw
+        page.screenshot(path=str(shot), full_page=True)
+    return seen
+
+
+def check(seen: dict, tmp_path: Path) -> None:
+    assert (tmp_path / "step_through.png").stat().st_size > 10_000
+    assert seen["accepted"], "no accepted draft chip on any round"
+    assert seen["rejected"], "no rejected draft chip on any round"
+    # a finite, positive number then ×: "nan×", "inf×" or "0.00×" would mean the rates were not measured
+    match = re.fullmatch(r"(\d+\.\d+)×", (seen["speedup"] or "").strip())
+    assert match and 0 < float(match.group(1)) < 100, seen["speedup"]

@@ -1,0 +1,63 @@
+"""The chi-square check behind every lossless test: the first two tokens of many seeded speculative runs against the
+target's exact joint distribution P(t1, t2 | prompt), enumerated over a tiny vocabulary."""
+
+import math
+
+import torch
+
+from specviz.decoding.config import SpecConfig
+from specviz.decoding.engine import run_to_end
+from specviz.decoding.sampling import build_warpers, probabilities
+from specviz.runs import speculative_generate
+
+PROMPT = [1, 2, 3, 1, 2, 3, 1, 2]  # repeats, so the n-gram drafter has something to propose
+RUNS = 2000
+
+
+@torch.inference_mode()
+def exact_joint(pair, config: SpecConfig) -> dict[tuple[int, int], float]:
+    """P(t1, t2 | prompt) = p(t1 | prompt) p(t2 | prompt, t1) under the same transform."""
+    warpers = build_warpers(config)
+    logits = pair.target(torch.tensor([PROMPT])).logits[0, -1:]
+    first = probabilities(logits, warpers)[0]
+    joint = {}
+    for t1 in range(first.shape[0]):
+        if first[t1] == 0:
+            continue
+        second = probabilities(pair.target(torch.tensor([PROMPT + [t1]])).logits[0, -1:], warpers)[0]
+        for t2 in range(second.shape[0]):
+            if second[t2] > 0:
+                joint[(t1, t2)] = float(first[t1] * second[t2])
+    return joint
+
+
+def empirical_joint(pair, config: SpecConfig, runs: int) -> dict[tuple[int, int], int]:
+    counts: dict[tuple[int, int], int] = {}
+    for seed in range(runs):
+        run_config = SpecConfig(**{**config.to_dict(), "seed": seed})
+        _, summary = run_to_end(speculative_generate(pair, PROMPT, run_config))
+        key = tuple(summary.token_ids[:2])
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def chi_square_rejects(exact: dict, counts: dict, runs: int, alpha_z: float = 3.09) -> tuple[bool, float, float]:
+    """Pearson's chi-square with cells of expected count < 5 pooled; critical value at alpha = 0.001
+    (Wilson-Hilferty approximation of the chi-square quantile). Returns (rejects, statistic, critical)."""
+    cells, pooled_expected, pooled_observed = [], 0.0, 0
+    for key, prob in exact.items():
+        expected = prob * runs
+        if expected < 5:
+            pooled_expected += expected
+            pooled_observed += counts.get(key, 0)
+        else:
+            cells.append((expected, counts.get(key, 0)))
+    impossible = sum(n for key, n in counts.items() if key not in exact)
+    if impossible:
+        return True, math.inf, 0.0  # an outcome the target can never produce
+    if pooled_expected > 0:
+        cells.append((pooled_expected, pooled_observed))
+    statistic = sum((obs - exp) ** 2 / exp for exp, obs in cells)
+    df = len(cells) - 1
+    critical = df * (1 - 2 / (9 * df) + alpha_z * math.sqrt(2 / (9 * df))) ** 3
+    return statistic > critical, statistic, critical
