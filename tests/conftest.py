@@ -64,9 +64,11 @@ def pytest_xdist_make_scheduler(config, log):
 
 @pytest.fixture(autouse=True)
 def _threads(request):
-    """Tiny models run fastest on one thread; tests on the real pair (marker `real`) use every core."""
+    """Tiny models run fastest on one thread; tests on the real pair (marker `real`) use every core, or this worker's
+    share of them under pytest-xdist (more threads than cores leave OpenMP's threads waiting on each other)."""
     before = torch.get_num_threads()
-    torch.set_num_threads(before if request.node.get_closest_marker("real") else 1)
+    share = max(1, before // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    torch.set_num_threads(share if request.node.get_closest_marker("real") else 1)
     yield
     torch.set_num_threads(before)
 
