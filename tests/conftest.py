@@ -62,15 +62,21 @@ def pytest_xdist_make_scheduler(config, log):
     return GroupScheduling(config, log)
 
 
+# Tiny models run fastest on one thread, and so do the fixtures that build and run them: with more threads than the
+# process has cores to itself (the other xdist worker, an app's background run), OpenMP's threads wait on each other
+# and a tiny matrix product can take a scheduler time slice (about 4 ms) instead of microseconds.
+CORES = torch.get_num_threads()  # torch's default: every core
+torch.set_num_threads(1)
+
+
 @pytest.fixture(autouse=True)
 def _threads(request):
-    """Tiny models run fastest on one thread; tests on the real pair (marker `real`) use every core, or this worker's
-    share of them under pytest-xdist (more threads than cores leave OpenMP's threads waiting on each other)."""
-    before = torch.get_num_threads()
-    share = max(1, before // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    """Tests on the real pair (marker `real`) use every core, or this worker's share of them under pytest-xdist;
+    everything else one thread."""
+    share = max(1, CORES // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
     torch.set_num_threads(share if request.node.get_closest_marker("real") else 1)
     yield
-    torch.set_num_threads(before)
+    torch.set_num_threads(1)
 
 
 def pytest_configure(config):
