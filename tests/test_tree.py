@@ -7,9 +7,8 @@ import json
 
 import pytest
 import torch
-from test_eagle import random_head
-from test_heads import random_heads
-from test_lossless import RUNS, chi_square_rejects, empirical_joint, exact_joint
+from helpers.heads import random_head, random_heads
+from helpers.lossless import RUNS, chi_square_rejects, empirical_joint, exact_joint
 
 import specviz.decoding.tree as tree_module
 from specviz.decoding.config import GAMMA_LIMIT, MAX_TREE_NODES, SpecConfig
