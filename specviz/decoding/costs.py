@@ -117,7 +117,3 @@ class RoundCosts:
 
     def round_seconds(self, drafted: float, model_tokens: float) -> float:
         return self.verify(drafted) + model_tokens * self.draft_token() + (self.rest.value or 0.0)
-
-    def tokens_per_second(self, a: float, drafted: float, model_tokens: float) -> float:
-        """E(a, g) over the round's expected seconds: what an option of g drafted tokens is worth."""
-        return expected_tokens(a, drafted) / self.round_seconds(drafted, model_tokens)
