@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from specviz.decoding.config import ConfigError, SpecConfig
+from specviz.decoding.costs import RoundCost, RoundCosts
 from specviz.decoding.engine import AUTO_CONFIDENCE, AutoSchedule, autoregressive_generate, run_to_end
 from specviz.models.tiny import tiny_pair
 from specviz.runs import speculative_generate
@@ -30,13 +31,13 @@ def prompt_ids(pair):
 @pytest.mark.parametrize("confidence", [0.0, 0.3])
 def test_auto_greedy_equals_target_alone(pair, prompt_ids, drafter, confidence, monkeypatch):
     config = SpecConfig(schedule="auto", gamma_max=8, draft_confidence=confidence, drafter=drafter, max_new_tokens=48)
-    observed, observe = [], AutoSchedule.observe
+    observed, learn = [], AutoSchedule.learn
 
-    def spy(self, drafted, committed, *args, **kwargs):
-        observed.append((drafted, committed))
-        return observe(self, drafted, committed, *args, **kwargs)
+    def spy(self, cost):
+        observed.append((cost.drafted, cost.committed))
+        return learn(self, cost)
 
-    monkeypatch.setattr(AutoSchedule, "observe", spy)
+    monkeypatch.setattr(AutoSchedule, "learn", spy)
     rounds, spec = run_to_end(speculative_generate(pair, prompt_ids, config))
     # The schedule learns from every round, with what the round really drafted and committed.
     assert observed == [(len(r.drafted), len(r.appended)) for r in rounds]
@@ -81,10 +82,33 @@ def test_auto_uses_its_confidence_stop_when_none_is_set(pair, prompt_ids, monkey
     assert set(seen) == {0.4}
 
 
+class Timed:
+    """An AutoSchedule with its run's cost model, each taught as the engine does: the cost model first."""
+
+    def __init__(self, gamma_max: int):
+        self.costs = RoundCosts()
+        self.auto = AutoSchedule(SpecConfig(schedule="auto", gamma_max=gamma_max), self.costs)
+
+    def next(self) -> int:
+        return self.auto.next()
+
+    def rates(self) -> tuple[float, float]:
+        return self.auto.rates()
+
+    def t_plain(self) -> float | None:
+        return self.costs.plain_step
+
+    def observe(self, drafted, committed, seconds, with_prompt=False, verify_seconds=None) -> None:
+        verify = seconds if verify_seconds is None else verify_seconds
+        cost = RoundCost(drafted, 0, committed, seconds, verify, with_prompt)
+        self.costs.learn(cost)
+        self.auto.learn(cost)
+
+
 def test_auto_rule_on_synthetic_timings():
     """rate_spec = (T + 2 * 2) / (S + 2 * t_plain) over the speculative rounds' discounted tokens T and
     seconds S; speculate while it is at least 1 / t_plain."""
-    auto = AutoSchedule(SpecConfig(schedule="auto", gamma_max=9))
+    auto = Timed(9)
     assert auto.next() == 9  # nothing timed yet: speculate
     auto.observe(9, 6, 5.0, with_prompt=True, verify_seconds=4.0)  # the fused prompt round: not timed
     assert auto.t_plain() is None and auto.next() == 9
@@ -102,7 +126,7 @@ def test_auto_rule_on_synthetic_timings():
     assert auto.next() == 0
 
 
-def plain_rounds_before_a_probe(auto: AutoSchedule) -> int:
+def plain_rounds_before_a_probe(auto: Timed) -> int:
     count = 0
     while auto.next() == 0:
         auto.observe(0, 1, 1.0)
@@ -111,7 +135,7 @@ def plain_rounds_before_a_probe(auto: AutoSchedule) -> int:
 
 
 def test_auto_tries_again_after_plain_steps():
-    auto = AutoSchedule(SpecConfig(schedule="auto", gamma_max=9))
+    auto = Timed(9)
     auto.observe(0, 1, 1.0)
     auto.observe(9, 1, 5.0)  # T = 1, S = 5: (1 + 4) / (5 + 2) < 1
     # after k plain steps (0.9^k + 4) / (5 * 0.9^k + 2) >= 1 once 0.9^k <= 1/2, at k = 7
@@ -120,14 +144,14 @@ def test_auto_tries_again_after_plain_steps():
 
 def test_one_bad_round_does_not_stop_speculation_for_long():
     """A long draft wholly rejected first thing: 1 token in 3.3 plain steps' time."""
-    auto = AutoSchedule(SpecConfig(schedule="auto", gamma_max=16))
+    auto = Timed(16)
     auto.observe(16, 1, 1.0, verify_seconds=0.3)
     # (1 + 4) / (1 + 0.6) = 3.1 tok/s, not clearly ahead of 1/0.3: a plain step times t_plain, and after
     # one more the faded round no longer outweighs the prior: (0.81 + 4) / (0.81 + 0.6) = 3.4 >= 3.3
     assert plain_rounds_before_a_probe_at(auto, 0.3) == 2
 
 
-def plain_rounds_before_a_probe_at(auto: AutoSchedule, step: float) -> int:
+def plain_rounds_before_a_probe_at(auto: Timed, step: float) -> int:
     count = 0
     while auto.next() == 0:
         auto.observe(0, 1, step)
@@ -136,7 +160,7 @@ def plain_rounds_before_a_probe_at(auto: AutoSchedule, step: float) -> int:
 
 
 def test_auto_speculates_rarely_where_it_never_pays():
-    auto = AutoSchedule(SpecConfig(schedule="auto", gamma_max=5))
+    auto = Timed(5)
     auto.observe(0, 1, 1.0)
     plans = []
     for _ in range(300):

@@ -164,7 +164,7 @@ def test_the_controller_keeps_the_draft_cache_consistent(pair, prompt_ids, monke
     monkeypatch.setattr(
         traffic,
         "choose_source",
-        lambda p, room, ends, rate, memory, first_rate=None: "both" if p.ids and not ends else "model",
+        lambda p, room, ends, rate, memory, costs, first_rate=None: "both" if p.ids and not ends else "model",
     )
     seen: list[tuple[int, ...]] = []
     original = ControllerDrafter.rollback

@@ -51,7 +51,9 @@ CONFIGS = {
 def always_both(monkeypatch) -> None:
     """The controller builds on every traffic proposal (its cost rule would choose "both" only where it pays)."""
     monkeypatch.setattr(
-        traffic, "choose_source", lambda p, room, ends, rate, memory, first_rate=None: "both" if p.ids else "model"
+        traffic,
+        "choose_source",
+        lambda p, room, ends, rate, memory, costs, first_rate=None: "both" if p.ids else "model",
     )
 
 

@@ -10,7 +10,8 @@ and, if a draft step costs c target steps and the verify v of them (v = 1 in the
 
 From measured seconds instead: E(a, g) t_target / (g t_draft + t_verify(g)). The schedule (schedule.py), the
 controller (drafters/controller.py), the slow-run advice (lessons/advice.py) and Theory (lessons/theory.py) all read
-these; every round's measured cost (RoundCost) is learned by RoundCosts, whose running averages are the two below.
+these. Each run owns one RoundCosts (engine.Run.costs), which learns every round's RoundCost once; the schedule
+and the drafter read it. Its running averages are the two below.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ class RoundCost:
     seconds: float  # the round's wall time: draft, verify, bookkeeping
     verify_seconds: float  # the target's verify forward
     with_prompt: bool = False  # the round also processed the prompt (fuse_prompt): not a fair timing
+    model_tokens: int = 0  # tokens a draft model drafted (Draft.model_tokens; 0: no draft model ran)
+    model_seconds: float = 0.0  # the draft model's seconds for them (Draft.model_seconds)
 
 
 def expected_tokens(a: float, g: float) -> float:
@@ -78,29 +81,45 @@ class Ewma:
 
 
 class RoundCosts:
-    """Seconds of a round's parts, learned from the rounds' RoundCost, each older round discounted by DISCOUNT:
+    """The run's cost model: seconds of a round's parts, learned once per round from its RoundCost (the engine calls
+    learn) and read by the schedule and the drafter. Each older round is discounted by DISCOUNT:
       verify(n)    a least-squares line through (drafted tokens, verify seconds): a verify widens with n
-      draft token  the draft model's seconds per token it drafted (its caller times the model's calls)
+      draft token  the draft model's seconds per token it drafted (the drafter times its model's calls)
       rest         the round's other seconds (lookup, acceptance, bookkeeping), paid by every round
-    Until measured, a verify costs one unit and a draft token DRAFT_PRIOR of it (only ratios matter)."""
+      plain step   seconds per token of rounds that drafted nothing (a plain target step), measured
+      shortest verify  the fastest verify of a speculative round: a plain step costs at most that
+    Until measured, a verify costs one unit and a draft token DRAFT_PRIOR of it (only ratios matter).
+    Per run: seconds are this machine's now, and a few rounds measure them (docs/DESIGN.md, "The cost model")."""
 
     DISCOUNT = 0.9
     DRAFT_PRIOR = 0.25
     REST_KEEP = 0.8
+    PLAIN_KEEP = 0.7
 
     def __init__(self) -> None:
         self.fit = Discounted(self.DISCOUNT, 5)  # 1, n, n^2, v, n*v over the timed verifies
         self.draft = Discounted(self.DISCOUNT, 2)  # draft-model seconds and tokens
         self.rest = Ewma(self.REST_KEEP)
+        self.plain = Ewma(self.PLAIN_KEEP)  # seconds per token of a plain step
+        self.shortest_verify: float | None = None
 
-    def learn(self, cost: RoundCost, model_tokens: int, model_seconds: float) -> None:
+    def learn(self, cost: RoundCost) -> None:
         if cost.with_prompt:
             return  # the prompt's pass is not a round's cost
         n, v = cost.drafted, cost.verify_seconds
         self.fit.add(1.0, n, n * n, v, n * v)
-        if model_tokens > 0:
-            self.draft.add(model_seconds, model_tokens)
-        self.rest.add(max(0.0, cost.seconds - v - model_seconds))
+        if cost.model_tokens > 0:
+            self.draft.add(cost.model_seconds, cost.model_tokens)
+        self.rest.add(max(0.0, cost.seconds - v - cost.model_seconds))
+        if n == 0:
+            self.plain.add(cost.seconds / max(cost.committed, 1))
+        else:
+            self.shortest_verify = min(v, self.shortest_verify if self.shortest_verify is not None else v)
+
+    @property
+    def plain_step(self) -> float | None:
+        """Seconds of a plain target step: measured, else at most the shortest verify seen, else unknown."""
+        return self.plain.value if self.plain.value is not None else self.shortest_verify
 
     def verify(self, drafted: float) -> float:
         w, sn, snn, sv, snv = self.fit.sums

@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -31,7 +31,7 @@ from specviz.errors import UserError
 
 from .acceptance import Decision, verify
 from .config import SpecConfig
-from .costs import RoundCost
+from .costs import RoundCost, RoundCosts
 from .events import Event, FinishReason, RoundEvent, RunSummary, TokenEvent, TokenProb
 from .kvcache import CachedModel
 from .proposal import Draft, DraftContext, Drafter, DrafterFactory
@@ -97,6 +97,8 @@ class Run:
     start: float = 0.0  # perf_counter() when the prompt pass began
     prefill_seconds: float = 0.0
     ended_at_eos: bool = False
+    costs: RoundCosts = field(default_factory=RoundCosts)  # the run's one cost model: learned here, read by the
+    # schedule and the drafter
 
     @property
     def produced(self) -> int:
@@ -155,7 +157,7 @@ def start_run(pair, prompt_ids: list[int], config: SpecConfig, drafter: DrafterF
         eos=pair.eos_ids,
     )
     if drafter is not None:
-        run.drafter = drafter(DraftContext(pair, config, width, run.target))
+        run.drafter = drafter(DraftContext(pair, config, width, run.target, costs=run.costs))
         run.confidence = draft_confidence(config)
         run.branching = config.alternatives > 0 and run.target.can_branch
     run.start = run.now()
@@ -252,7 +254,8 @@ def _recorded(run: Run, done: Round, index: int) -> RoundEvent:
 
 
 def _cost(run: Run, done: Round, event: RoundEvent) -> RoundCost:
-    """What the schedule learns; the round's seconds end before the yield (the consumer's time is not ours)."""
+    """What the cost model, the schedule and the drafter learn; the round's seconds end before the yield (the
+    consumer's time is not ours)."""
     return RoundCost(
         drafted=len(done.draft.ids),
         chain_accepted=done.decision.chain_accepted,
@@ -260,6 +263,8 @@ def _cost(run: Run, done: Round, event: RoundEvent) -> RoundCost:
         seconds=done.ended + event.bookkeeping_seconds - done.started,
         verify_seconds=done.verify_seconds,
         with_prompt=event.index == 0 and run.config.fuse_prompt,
+        model_tokens=done.draft.model_tokens,
+        model_seconds=done.draft.model_seconds,
     )
 
 
@@ -270,7 +275,7 @@ def speculative_generate(
     """Yield one RoundEvent per draft-and-verify round, then a RunSummary. `drafter` makes the run's drafter
     (specviz.drafters.factory; specviz.runs.speculative_generate picks the config's)."""
     run = start_run(pair, prompt_ids, config, drafter)
-    schedule = make_schedule(config)
+    schedule = make_schedule(config, run.costs)
     totals = Totals("speculative")
     while (finish := run.stop_reason(cancel)) is None:
         done = speculative_round(run, schedule.next())
@@ -278,8 +283,9 @@ def speculative_generate(
         totals.add(event)
         yield event
         cost = _cost(run, done, event)
+        run.costs.learn(cost)  # once: the schedule and a drafter that chooses (the controller) read run.costs
         schedule.learn(cost)
-        run.drafter.learn(cost)  # a drafter that chooses (the controller) weighs the same measured costs
+        run.drafter.learn(cost)
     yield run.summary(totals, finish)
 
 

@@ -7,14 +7,14 @@ once the run's target cache exists: the draft heads read the target's hidden sta
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
 from transformers import LogitsProcessorList
 
 from .config import SpecConfig
-from .costs import RoundCost
+from .costs import RoundCost, RoundCosts
 from .kvcache import CachedModel
 
 
@@ -36,6 +36,8 @@ class Draft:
     source: str = ""  # who drafted, for drafters that choose: "traffic", "model" or "both" (drafters/traffic.py)
     tree: tuple[TreeNode, ...] = ()  # off-chain candidates (draft heads): a node at depth k is drawn from q[k - 1]
     choice_seconds: float = 0.0  # a choosing drafter's own work (lookup, choice), outside any model's forwards
+    model_tokens: int = 0  # tokens a draft model drafted (the cost model's draft-token seconds learn from these)
+    model_seconds: float = 0.0  # the draft model's seconds for them
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,7 @@ class DraftContext:
     width: int  # the target's vocabulary: q is over the target's ids
     target: CachedModel  # the run's target cache (the draft heads read its hidden states)
     traffic: Any = None  # the store the traffic drafters read; None: the pair's own (set by the caller's factory)
+    costs: RoundCosts = field(default_factory=RoundCosts)  # the run's cost model (the engine teaches it); only read
 
 
 class Drafter(Protocol):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from .config import SpecConfig
-from .costs import Discounted, Ewma, RoundCost
+from .costs import Discounted, RoundCost, RoundCosts
 
 AUTO_CONFIDENCE = 0.7  # the auto schedule's draft-confidence stop when the config leaves it at 0
 
@@ -50,13 +50,14 @@ class StepSchedule:
 class AutoSchedule:
     """Schedule "auto": speculate while it measurably pays, else take plain target steps (gamma 0).
 
-    Per run (never stored on a model), from the rounds' own wall-clock times:
+    Per run, from the rounds' own wall-clock times:
       rate_spec  = (T + w * PRIOR_TOKENS) / (S + w * t_plain)   tokens per second of speculative rounds:
                    T and S are the tokens committed and the seconds spent (draft, verify, bookkeeping) by
                    the speculative rounds so far, each older round discounted by DISCOUNT; the prior is
                    w = PRIOR_ROUNDS imagined rounds that each commit PRIOR_TOKENS in a plain step's time
-      rate_plain = 1 / t_plain   t_plain: moving average of a plain round's seconds; until one is timed,
-                   the shortest verify seen (a verify of g+1 tokens costs at least one step)
+      rate_plain = 1 / t_plain   t_plain: the run's cost model's plain step (costs.RoundCosts.plain_step): a
+                   moving average of plain rounds' seconds; until one is timed, the shortest verify seen (a
+                   verify of g+1 tokens costs at least one step)
     Every round speculates while rate_spec >= rate_plain, else it is a plain step (which times t_plain);
     during plain steps T and S fade (PLAIN_DISCOUNT) toward the optimistic prior, so speculation is tried
     again after a while. While t_plain is only estimated and speculation is not clearly ahead
@@ -73,60 +74,37 @@ class AutoSchedule:
     PRIOR_TOKENS = 2.0
     PRIOR_ROUNDS = 2.0
     CLEAR_LEAD = 1.5
-    PLAIN_EMA = 0.7
 
-    def __init__(self, config: SpecConfig):
+    def __init__(self, config: SpecConfig, costs: RoundCosts):
         self.gamma_max = config.gamma_max
+        self.costs = costs  # the run's: the engine teaches it each round, before this schedule's learn
         self.speculative = Discounted(self.DISCOUNT, 2)  # T and S: discounted tokens and seconds of speculative rounds
-        self.plain = Ewma(self.PLAIN_EMA)  # t_plain, measured
-        self.shortest_verify: float | None = None
-
-    @property
-    def plain_seconds(self) -> float | None:
-        return self.plain.value
-
-    def t_plain(self) -> float | None:
-        return self.plain_seconds if self.plain_seconds is not None else self.shortest_verify
 
     def rates(self) -> tuple[float, float]:
         """(rate_spec, rate_plain) in tokens per second; only defined once t_plain is known or estimated."""
-        (tokens, seconds), t_plain, w = self.speculative.sums, self.t_plain(), self.PRIOR_ROUNDS
+        (tokens, seconds), t_plain, w = self.speculative.sums, self.costs.plain_step, self.PRIOR_ROUNDS
         return (tokens + w * self.PRIOR_TOKENS) / (seconds + w * t_plain), 1.0 / t_plain
 
     def next(self) -> int:
-        if self.t_plain() is None:
+        if self.costs.plain_step is None:
             return self.gamma_max
         spec, plain = self.rates()
-        if self.plain_seconds is None and spec < self.CLEAR_LEAD * plain:
-            return 0  # time one plain step (once: then plain_seconds is known)
+        if self.costs.plain.value is None and spec < self.CLEAR_LEAD * plain:
+            return 0  # time one plain step (once: then it is measured)
         return self.gamma_max if spec >= plain else 0
 
     def learn(self, cost: RoundCost) -> None:
-        self.observe(
-            cost.drafted, cost.committed, cost.seconds, with_prompt=cost.with_prompt, verify_seconds=cost.verify_seconds
-        )
-
-    def observe(
-        self,
-        drafted: int,
-        committed: int,
-        seconds: float,
-        with_prompt: bool = False,
-        verify_seconds: float | None = None,
-    ) -> None:
-        if with_prompt:
+        if cost.with_prompt:
             return
-        if drafted == 0:
-            self.plain.add(seconds / max(committed, 1))
+        if cost.drafted == 0:
             self.speculative.fade(self.PLAIN_DISCOUNT)
-            return
-        self.speculative.add(committed, seconds)
-        if verify_seconds is not None:
-            self.shortest_verify = min(verify_seconds, self.shortest_verify or verify_seconds)
+        else:
+            self.speculative.add(cost.committed, cost.seconds)
 
 
-def make_schedule(config: SpecConfig) -> Schedule:
-    return AutoSchedule(config) if config.schedule == "auto" else StepSchedule(config)
+def make_schedule(config: SpecConfig, costs: RoundCosts) -> Schedule:
+    """The config's schedule; `costs` is the run's cost model, which the auto schedule reads."""
+    return AutoSchedule(config, costs) if config.schedule == "auto" else StepSchedule(config)
 
 
 def draft_confidence(config: SpecConfig) -> float:

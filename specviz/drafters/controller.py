@@ -103,7 +103,6 @@ class ControllerMemory:
     )
     model_rate: SourceRate = field(default_factory=lambda: SourceRate(prior=MODEL_PRIOR))
     lengths: Ewma = field(default_factory=lambda: Ewma(0.8, MODEL_LENGTH_PRIOR))  # tokens per model draft
-    costs: RoundCosts = field(default_factory=RoundCosts)
 
     @property
     def model_length(self) -> float:
@@ -117,7 +116,13 @@ MIN_CONFIDENCE = 0.5  # the traffic draft's first token: at least this share of 
 
 
 def option_rates(
-    drafted: int, room: int, ends: bool, traffic_rate: float, memory: ControllerMemory, first_rate: float | None = None
+    drafted: int,
+    room: int,
+    ends: bool,
+    traffic_rate: float,
+    memory: ControllerMemory,
+    costs: RoundCosts,
+    first_rate: float | None = None,
 ) -> dict[Source, float]:
     """Expected tokens per second of each option for a traffic proposal of `drafted` tokens (0: none), whose first
     token holds with probability a_1 (first_rate; None: traffic_rate) and each next one with a_t:
@@ -126,7 +131,7 @@ def option_rates(
     both     the traffic run, then with probability a_1 a_t^(k-1) that all k hold the model's continuation of
              r = room - k tokens at most: T + a_1 a_t^(k-1) (E(a_m, r) - 1), for r draft tokens and a verify
              of k + r."""
-    costs, model_rate = memory.costs, memory.model_rate.rate
+    model_rate = memory.model_rate.rate
     first = traffic_rate if first_rate is None else first_rate
     if ends:
         room = drafted  # the proposal ends the text: no draft of any source goes usefully past it
@@ -149,6 +154,7 @@ def choose_source(
     ends: bool,
     traffic_rate: float,
     memory: ControllerMemory,
+    costs: RoundCosts,
     first_rate: float | None = None,
 ) -> Source:
     """The option with the most expected tokens per second (option_rates); ties go to the cheaper draft (traffic,
@@ -156,5 +162,5 @@ def choose_source(
     an end of sequence (nothing can follow it). traffic_rate and first_rate: a_t and a_1 of option_rates."""
     if not proposal.ids or proposal.confidence[0] < MIN_CONFIDENCE:
         return "model"
-    rates = option_rates(len(proposal.ids), room, ends, traffic_rate, memory, first_rate)
+    rates = option_rates(len(proposal.ids), room, ends, traffic_rate, memory, costs, first_rate)
     return max(("traffic", "both", "model"), key=lambda source: rates.get(source, -1.0))

@@ -6,6 +6,8 @@ With lookahead, prompt lookup guesses how the text goes on and one draft forward
 
 from __future__ import annotations
 
+import time
+
 import torch
 
 from specviz.decoding.costs import RoundCost
@@ -70,6 +72,7 @@ class ModelDrafter:
         # the guesses it was conditioned on (then it is exactly q_{i+1}), else the draft runs a new
         # forward. Every d_i is a draw from the q it is recorded with, so verification stays exact. (A batched
         # forward can move q in the last bits, never p: see docs/DESIGN.md, "Lookahead drafting".)
+        started = time.perf_counter()
         ids: list[int] = []
         rows: list[torch.Tensor] = []
         from_lookahead: list[bool] = []
@@ -94,7 +97,11 @@ class ModelDrafter:
             guess = self._guess(committed + ids, gamma - len(ids))
             logits = self.state.feed([token] + guess, logits_to_keep=len(guess) + 1)
             forwards, row = forwards + 1, 0
-        return Draft(ids, torch.stack(rows), forwards, tuple(from_lookahead))
+        # the tokens were drawn, so the forwards are done: the clock needs no device sync
+        seconds = time.perf_counter() - started
+        return Draft(
+            ids, torch.stack(rows), forwards, tuple(from_lookahead), model_tokens=len(ids), model_seconds=seconds
+        )
 
     def _guess(self, context: list[int], remaining: int) -> list[int]:
         """Prompt-lookup guesses for the positions after the next one (at most remaining - 1 are useful)."""

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from specviz.decoding.costs import RoundCost
+from specviz.decoding.costs import RoundCost, RoundCosts
 from specviz.decoding.proposal import Draft, DraftContext
 from specviz.models.builtin import cache_root
 
@@ -74,7 +74,8 @@ def remember(pair, ids: list[int]) -> None:
 
 def controller_memory(store: TrafficStore) -> ControllerMemory:
     """What controllers measured while drafting from this store: it carries over from request to request (a
-    32-token request has too few rounds to learn each match class and the costs anew). Concurrent runs may update
+    32-token request has too few rounds to learn each match class anew; the seconds are the run's own cost model's,
+    re-measured in a few rounds). Concurrent runs may update
     it at once; a lost update only delays learning, never changes an output."""
     with _STORES_GUARD:
         return _MEMORIES.setdefault(store, ControllerMemory())
@@ -189,7 +190,7 @@ def point_mass_rows(ids: list[int], like: torch.Tensor) -> torch.Tensor:
 
 class ControllerDrafter:
     """Per round: the traffic drafter, the draft model, or both, by choose_source; learns each source's acceptance
-    and the round's costs (learn, from the engine's RoundCost) into the store's ControllerMemory.
+    into the store's ControllerMemory and reads the round's seconds from the run's cost model (context.costs).
 
     The traffic proposal is computed every round (it costs no forward), so its acceptance is measured even in
     rounds the model drafts ("shadow" checks against the committed tokens, exact for greedy decoding). The model's
@@ -206,21 +207,24 @@ class ControllerDrafter:
     learns = True
     sources: tuple[str, ...] = ("traffic", "model", "both")
 
-    def __init__(self, traffic: TrafficDrafter, model: ModelDrafter, memory: ControllerMemory | None = None):
+    def __init__(
+        self, traffic: TrafficDrafter, model: ModelDrafter, costs: RoundCosts, memory: ControllerMemory | None = None
+    ):
         self.traffic = traffic
         self.model = model
+        self.costs = costs  # the run's cost model, taught by the engine each round: only read here
         self.memory = memory if memory is not None else controller_memory(traffic.store)
         self.choices: list[Source] = []
         self._start = 0
         self._bucket = 0
         self._shadow: tuple[int, ...] = ()  # the traffic proposal of the round, checked in rollback
         self._model_part: tuple[int, list[int]] | None = None  # (offset, model tokens) of the round's draft
-        self._model_seconds = 0.0  # the draft model's time in the round, for learn
+        self._model_seconds = 0.0  # the draft model's time in the round: not the controller's own
         self._carried = 0.0  # own work since the last draft (rollback, learn): counted in the next one's
 
     @classmethod
     def for_run(cls, context: DraftContext) -> ControllerDrafter:
-        return cls(TrafficDrafter.for_run(context), ModelDrafter.for_run(context))
+        return cls(TrafficDrafter.for_run(context), ModelDrafter.for_run(context), context.costs)
 
     @property
     def cache_length(self) -> int:
@@ -248,7 +252,7 @@ class ControllerDrafter:
         ids = list(proposal.ids)
         ends = bool(ids) and ids[-1] in self.traffic.stop_ids
         first = rates.first.lower(FLOOR_Z)  # the model is the floor: traffic must be sure of its first token
-        choice = choose_source(proposal, gamma, ends, rate, self.memory, first_rate=first)
+        choice = choose_source(proposal, gamma, ends, rate, self.memory, self.costs, first_rate=first)
         if choice == "both" and len(ids) >= gamma:
             choice = "traffic"  # nothing left for the model to add (choose_source never asks it; a patched one may)
         self.choices.append(choice)
@@ -269,6 +273,8 @@ class ControllerDrafter:
             rest.forwards,
             (False,) * len(prefix) + (rest.from_lookahead or (False,) * len(rest.ids)),
             source="both",
+            model_tokens=rest.model_tokens,
+            model_seconds=rest.model_seconds,
         )
 
     def rollback(self, committed: list[int]) -> None:
@@ -286,9 +292,6 @@ class ControllerDrafter:
         self.model.rollback(committed)
 
     def learn(self, cost: RoundCost) -> None:
-        """The round's seconds join the cost model (the engine calls this after each round, beside the schedule)."""
-        entered = time.perf_counter()
-        model_tokens = len(self._model_part[1]) if self._model_part else 0
-        self.memory.costs.learn(cost, model_tokens, self._model_seconds)
+        """Nothing: the round's seconds went into the run's cost model (the engine's), its acceptance into the
+        memory in rollback."""
         self._model_part, self._model_seconds = None, 0.0
-        self._carried += time.perf_counter() - entered
