@@ -17,6 +17,7 @@ from .base import (
     fmt,
     fmt_prob,
     md,
+    round_ending,
     visible,
 )
 from .chips import (
@@ -71,6 +72,7 @@ __all__ = [
     "tree_html",
     "round_chips_html",
     "round_head_html",
+    "round_ending",
     "slow_run_markdown",
     "stopped_message",
     "text_html",

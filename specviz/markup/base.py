@@ -95,6 +95,19 @@ def count(x: object, limit: int = 10**9) -> int:
     return min(max(x, 0), limit)
 
 
+def round_ending(event: object) -> str:
+    """How a round ended, for its words and chips: "empty" (nothing drafted: one plain target step), "eos" (an
+    accepted drafted token was the end of text: the commit stopped there, so no next token followed it), else its
+    next token's source ("bonus" or "resampled"; anything else reads as "bonus")."""
+    drafted = getattr(event, "drafted", ())
+    if not drafted and not getattr(event, "tree", ()):
+        return "empty"
+    kept = count(getattr(event, "n_accepted", 0))
+    if len(getattr(event, "appended", ())) < kept + 1:
+        return "eos"
+    return css_class(getattr(event, "next_source", ""), SOURCE_CLASS, "bonus")
+
+
 def md(value: object, limit: int = MAX_LABEL_CHARS) -> str:
     """A value inside a line of markdown: a number as itself; anything else clipped, on one line, with the
     characters that make links, emphasis, code, HTML, math or Streamlit directives escaped."""

@@ -7,7 +7,19 @@ from collections.abc import Sequence
 
 from specviz.traces.trace import DraftedToken, RoundEvent
 
-from .base import LEGEND_NAMES, MAX_CHIPS, SOURCE_CLASS, VERDICT_CLASS, count, css_class, esc, fmt, fmt_prob, visible
+from .base import (
+    LEGEND_NAMES,
+    MAX_CHIPS,
+    SOURCE_CLASS,
+    VERDICT_CLASS,
+    count,
+    css_class,
+    esc,
+    fmt,
+    fmt_prob,
+    round_ending,
+    visible,
+)
 
 # A row of numbers on a chip: (name, value, "name-class|value-class"); both classes are ours, never data.
 Row = tuple[str, str, str]
@@ -123,6 +135,18 @@ def alternative_chips_html(event: RoundEvent, greedy: bool) -> str:
 def next_chip_html(event: RoundEvent, greedy: bool) -> str:
     t = event.next_token
     source = css_class(event.next_source, SOURCE_CLASS, "bonus")
+    ending = round_ending(event)
+    if ending == "eos":  # the commit stopped at an accepted end of text: no token follows it
+        return (
+            '<div class="sv-chip sv-unchecked" title="the text ended at an accepted end-of-text token">'
+            '<div class="sv-tok">■</div><div class="sv-verdict">end of text: nothing follows</div></div>'
+        )
+    if ending == "empty":  # nothing drafted: the round is one plain target step
+        verdict = "● plain step: argmax p" if greedy else "● plain step"
+        rows = [("from", "p", "p|"), ("prob", fmt_prob(t.prob), "|")]
+        return chip_html(
+            "bonus", t.text, verdict, rows, title=f"one plain target step, probability {fmt(t.prob, '.4f')}"
+        )
     if source == "resampled":
         verdict = "↻ correction: argmax p" if greedy else "↻ resampled"
         rows = [("from", "p" if greedy else "residual", "|"), ("prob", fmt_prob(t.prob), "|")]
@@ -149,7 +173,9 @@ def round_head_html(event: RoundEvent, rounds: int | None) -> str:
     n = len(event.drafted)
     appended = len(event.appended)
     rejection = event.rejection_index
-    outcome = "all accepted + bonus" if rejection is None else f"rejected at d{count(rejection) + 1}"
+    outcome = {"empty": "nothing drafted: one plain target step", "eos": "end of text accepted: the run ends"}.get(
+        round_ending(event), "all accepted + bonus" if rejection is None else f"rejected at d{count(rejection) + 1}"
+    )
     head = (
         f'<div class="sv-round-head"><b>Round {count(event.index) + 1}</b>'
         f"{' of ' + esc(rounds) if rounds else ''} · γ = {esc(event.gamma)}"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from specviz.traces.trace import RoundEvent, Trace
 
-from .base import code, count, md, md_fmt, md_prob
+from .base import code, count, md, md_fmt, md_prob, round_ending
 
 
 def _rejection(event: RoundEvent, greedy: bool, j: int) -> list[str]:
@@ -67,11 +67,8 @@ def explain_round(event: RoundEvent, greedy: bool, *, asked: int | None = None, 
     tokens) let it say when the token budget cut this round's gamma."""
     n = len(event.drafted)
     cut = budget_words(event, asked, budget)
-    if n == 0:
-        return (
-            "The drafter proposed nothing this round (no n-gram match, or the token budget was reached), "
-            "so the target simply produced one token, like plain decoding."
-        )
+    if n == 0 and not event.tree:
+        return empty_round_words(event, greedy, cut)
     short = (
         f" of the γ = {md(event.gamma)} it could (a drafter stops early: at low confidence, at an end of sequence, "
         "where an n-gram or traffic match ends, or after Medusa's K heads)"
@@ -100,17 +97,58 @@ def explain_round(event: RoundEvent, greedy: bool, *, asked: int | None = None, 
             "verification is exactly the same; only the draft's passes are fewer."
         )
     j = event.rejection_index
-    if j is None:
+    ended = round_ending(event) == "eos"
+    if j is None and not ended:
         parts.append(
             f"It accepted **all {n}**, so it also gives a free **bonus** token from the distribution "
             f"after the last draft: {n + 1} tokens for one target pass."
         )
+    elif j is None:
+        parts.append(f"It accepted **all {n}**.")
     elif isinstance(j, int) and 0 <= j < n:
         parts += _rejection(event, greedy, j)
+    if ended:
+        parts.append(end_of_text_words(event))
     appended = len(event.appended)
     if j is not None or appended != n + 1:  # all accepted: the bonus sentence already said n + 1
         parts.append(f"This round committed **{appended}** token{'s' if appended != 1 else ''} for one target pass.")
     return " ".join(parts)
+
+
+def empty_round_words(event: RoundEvent, greedy: bool, cut: str = "") -> str:
+    """A round that drafted nothing: one plain target step (no draft to accept, no bonus)."""
+    how = "its most likely token" if greedy else "a draw from it"
+    why = (
+        "γ was 0 this round (the auto schedule times a plain step now and then, or the token budget left no room)"
+        if event.gamma == 0
+        else "no n-gram or traffic match, or a draft that stopped at once"
+    )
+    return (
+        f"{cut}The drafter proposed **nothing** this round ({why}), so nothing was accepted or rejected: "
+        "the round was **one plain "
+        f"target step**. The target's pass gave p after the last committed token, and the next token "
+        f"{code(event.next_token.text)} is {how}, exactly as plain decoding would write it. This round committed "
+        f"**{len(event.appended)}** token for one target pass; it adds nothing to the acceptance rate (no drafted "
+        "tokens)."
+    )
+
+
+def end_of_text_words(event: RoundEvent) -> str:
+    """An accepted end-of-text token: the commit stops there, so nothing after it (no bonus) is added."""
+    k = len(event.appended)  # the end of text is the k-th committed token, a drafted one
+    token = event.drafted[k - 1].text if 0 < k <= len(event.drafted) else "the end of text"
+    after = count(event.n_accepted) - k
+    dropped = (
+        f" the {after} accepted token{'s' if after != 1 else ''} after it {'are' if after != 1 else 'is'} dropped and"
+        if after > 0
+        else ""
+    )
+    follow = "correction" if event.rejection_index is not None else "bonus"
+    return (
+        f"The kept token {code(token)} (d{k}) is the **end of text**: the text ends there, so{dropped} no "
+        f"{follow} token is added after it, just as plain decoding stops at its end of text. "
+        "It stays in the text: nothing kept is rolled back."
+    )
 
 
 def budget_words(event: RoundEvent, asked: int | None, budget: int | None) -> str:
@@ -184,6 +222,17 @@ def explain_alternatives(event: RoundEvent, greedy: bool) -> str:
 
 
 def explain_chart(event: RoundEvent, greedy: bool) -> str:
+    ending = round_ending(event)
+    if ending == "empty":
+        return (
+            "Nothing was drafted, so the target's pass has one distribution: p after the last committed token. "
+            "The next token is " + ("its top token" if greedy else "drawn from it") + ", a plain decoding step."
+        )
+    if ending == "eos":
+        return (
+            "The end of text was accepted, so the run ends here: no token is added after it, and there is no "
+            "next-token distribution to show (plain decoding stops at the same token)."
+        )
     if event.kept_alternative is not None:
         return (
             f"The target kept the draft's alternative {code(event.kept_alternative.text)}; the verify pass "

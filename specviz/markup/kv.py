@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from specviz.traces.trace import RoundEvent
 
-from .base import MAX_CELLS, MAX_CHIPS, VERDICT_CLASS, count, css_class, esc, visible
+from .base import MAX_CELLS, MAX_CHIPS, VERDICT_CLASS, count, css_class, esc, round_ending, visible
 
 Cell = tuple[object, str]  # (token text, class string built from fixed names)
 
@@ -66,11 +66,18 @@ def _model_html(event: RoundEvent, committed: int, cache: CacheRound, branches: 
         )
     )
     keep = max(0, cache.after - committed)
-    kept: list[Cell] = [(d.text, "accepted") for d in event.drafted[: min(keep, fed)]]
-    dropped: list[Cell] = [(d.text, f"{verdicts[i]} dropped") for i, d in enumerate(event.drafted[:fed]) if i >= keep]
+    # An accepted end of text ends the run: it stays in the text, but like any newest committed token its entry is
+    # not kept (the next pass would feed it); it is not rolled back.
+    ended = min(len(event.appended), count(event.n_accepted), fed) if round_ending(event) == "eos" else 0
+    kept: list[Cell] = [(d.text, "accepted") for d in event.drafted[: min(max(keep, ended), fed)]]
+    dropped: list[Cell] = [
+        (d.text, f"{verdicts[i]} dropped") for i, d in enumerate(event.drafted[:fed]) if i >= max(keep, ended)
+    ]
     dropped += [(text, f"{cls} dropped") for text, cls in siblings]
-    removed = grown - cache.after
+    removed = grown - cache.after - max(0, ended - keep)
     note = f"−{removed} rolled back" if removed > 0 else "nothing to roll back"
+    if ended > keep:
+        note += "; the end of text stays in the text (the run ends, so its entry is not needed)"
     if branches and event.kept_alternative is not None:
         note += "; the kept alternative is fed with the next verify"
     elif branches and event.tree_path:

@@ -62,9 +62,12 @@ def round_view(event: RoundEvent, context: RoundContext, *, show_chart: bool = T
     with right:
         asked = context.config.gamma if context.config.schedule == "constant" else None
         st.markdown(markup.explain_round(event, greedy, asked=asked, budget=context.config.max_new_tokens))
+    ending = markup.round_ending(event)
     with left:
-        if show_chart:
-            where = "rejection" if event.next_source == "resampled" else "bonus"
+        if show_chart and ending == "eos":
+            st.markdown("**At the end of text:** the run ends; no token is drawn after it.")
+        elif show_chart:
+            where = {"resampled": "rejection", "empty": "next-token"}.get(ending, "bonus")
             what = "the target's distribution p over its top tokens"
             if where == "rejection" and event.top_q:  # greedy needs no residual (the correction is argmax p)
                 what = (
