@@ -14,7 +14,7 @@ st.markdown(
     "Production systems do not keep one fixed draft. Together AI's ATLAS keeps a static speculator as a floor, adds "
     "one that learns from live traffic, and lets a controller choose between them; SuffixDecoding (vLLM's "
     "*suffix* method) drafts from a suffix tree over earlier outputs. Here the **traffic drafter** matches the "
-    "end of the current text against every request this server has run (and the current one), and proposes the "
+    "end of the current text against every request you have run here (and the current one), and proposes the "
     "most frequent continuation of the longest match; the **controller** picks, each round, traffic, the draft "
     "model, or both. Drafts are point masses, so the output is still exactly the target's."
 )
@@ -48,6 +48,8 @@ state = ui.run_section(
     on_result=ui.adopt_stream_rows,
 )
 mine = ui.your_rows(PAGE)
+if state.stopped and not state.busy:
+    st.warning(state.stopped)
 if not state.busy:
     ui.forget_button(PAGE, settings)
 if mine and not state.busy:

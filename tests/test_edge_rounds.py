@@ -1,6 +1,7 @@
 """Edge rounds told as they happened, against the words and chips shown (issue 43): an accepted end of text (no
 bonus after it, nothing kept struck through as rolled back, counts that match the round), a round that drafted
-nothing (one plain target step, never "every draft was accepted"), and a stopped run (labelled stopped).
+nothing (one plain target step, never "every draft was accepted"), and a stream stopped midway (its unfinished
+request dropped, never plotted; the stop said).
 
 The end-of-text and empty rounds are real ones, recorded on the built-in pair (assets/traces/), and one made from the
 tiny trace's last round the way the issue's screenshot found it: a single drafted end of text, accepted."""
@@ -9,9 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import threading
 from pathlib import Path
 
 from specviz import markup
+from specviz.bench.stream import Request, run_stream
+from specviz.decoding.config import SpecConfig
+from specviz.drafters.suffix import TrafficStore
+from specviz.models.tiny import tiny_pair
 from specviz.traces.trace import load_trace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,3 +97,41 @@ def test_a_round_that_drafted_nothing_is_one_plain_target_step():
         assert "plain step" in shown["chips"]
         assert "This round committed **1** token for one target pass" in shown["round"]
     assert "γ was 0 this round" in markup.explain_round(LOOKAHEAD.rounds[3], True)
+
+
+class StopsLater(threading.Event):
+    """A Stop pressed midway: once armed, the `after`-th check reads set (the first is run_stream's own, between two
+    requests; the later ones are the runs' checks between two rounds or steps)."""
+
+    def __init__(self, after: int):
+        super().__init__()
+        self.after, self.armed = after, False
+
+    def is_set(self) -> bool:
+        if self.armed:
+            self.after -= 1
+            return self.after <= 0
+        return False
+
+
+def test_a_stream_stopped_midway_keeps_only_its_finished_requests():
+    """Stop during the second request: its runs end within a round, and it is dropped, not plotted as a result
+    (the screenshot's half-run request read "÷ model 0.10x"); the first request is kept whole."""
+    pair = tiny_pair()
+    stop = StopsLater(after=4)
+    store = TrafficStore()
+    requests = [Request("a b a b a b", "one"), Request("c d c d c d", "one")]
+    rows = run_stream(
+        pair,
+        requests,
+        SpecConfig(gamma=3, max_new_tokens=12),
+        chat=False,
+        store=store,
+        cancel=stop,
+        on_row=lambda done: setattr(stop, "armed", True),
+    )
+    assert [row["index"] for row in rows] == [0], "the request under way when Stop was pressed must be dropped"
+    assert store.requests == 1  # it did not join the traffic either
+    assert all(row[d]["tokens_per_second"] > 0 for row in rows for d in ("model", "traffic", "controller"))
+    words = markup.stream_stopped_message(len(rows))
+    assert words.startswith("Stopped: 1 request finished") and "dropped, not plotted" in words

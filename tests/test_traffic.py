@@ -290,7 +290,7 @@ def test_stream_repeats_keep_the_fastest_run_and_learn_each_request_once(pair, m
     monkeypatch.setattr(
         stream,
         "speculative_generate",
-        lambda p, i, c, traffic: (order.append(c.drafter), generate(p, i, c, traffic=traffic))[1],
+        lambda p, i, c, cancel=None, traffic=None: (order.append(c.drafter), generate(p, i, c, cancel, traffic))[1],
     )
     row = run_stream(pair, [Request("1, 2, 3, 1, 2,", "a")], config, chat=False, store=store, repeats=3)[0]
     assert row["repeats"] == 3 and store.requests == 2  # the request joined the traffic once

@@ -98,19 +98,34 @@ def run_order(repeat: int) -> tuple[str, ...]:
     return DRAFTERS[shift:] + DRAFTERS[:shift]
 
 
-def _runs(pair, ids: list[int], config: SpecConfig, store: TrafficStore, repeats: int) -> dict[str, list]:
+class StreamStopped(Exception):
+    """A set cancel stopped a request midway: its runs are incomplete, so it is no result (run_stream drops it)."""
+
+
+def _runs(
+    pair, ids: list[int], config: SpecConfig, store: TrafficStore, repeats: int, cancel: threading.Event | None = None
+) -> dict[str, list]:
     """Every run of one request, `repeats` times over, interleaved (target, then the drafters in run_order's order,
     target, ...) so that a slow stretch of the machine falls on all of them. Every repeat of the controller starts
-    from the memory its store had before the request, so the stream's learning counts each request once."""
+    from the memory its store had before the request, so the stream's learning counts each request once. A set
+    `cancel` stops the run under way between two rounds (StreamStopped, the controller's memory as it was)."""
     start = copy.deepcopy(controller_memory(store))
     runs: dict[str, list] = {name: [] for name in ("baseline", *DRAFTERS)}
+
+    def done(name: str, events) -> None:
+        steps, summary = run_to_end(events)
+        if summary.finish_reason == "cancelled":
+            restore_controller_memory(store, copy.deepcopy(start))
+            raise StreamStopped(f"stopped during the {name} run")
+        runs[name].append((steps, summary))
+
     for repeat in range(repeats):
-        runs["baseline"].append(run_to_end(autoregressive_generate(pair, ids, config)))
+        done("baseline", autoregressive_generate(pair, ids, config, cancel))
         for drafter in run_order(repeat):
             if drafter == "controller" and repeat:
                 restore_controller_memory(store, copy.deepcopy(start))
-            runs[drafter].append(
-                run_to_end(speculative_generate(pair, ids, replace(config, drafter=drafter), traffic=store))
+            done(
+                drafter, speculative_generate(pair, ids, replace(config, drafter=drafter), cancel=cancel, traffic=store)
             )
     return runs
 
@@ -150,12 +165,18 @@ def same_rounds(rounds: list[RoundEvent], against: list[RoundEvent]) -> bool:
 
 
 def run_request(
-    pair, ids: list[int], config: SpecConfig, store: TrafficStore, repeats: int = 1, aggregate: str = "min"
+    pair,
+    ids: list[int],
+    config: SpecConfig,
+    store: TrafficStore,
+    repeats: int = 1,
+    aggregate: str = "min",
+    cancel: threading.Event | None = None,
 ) -> dict[str, Any]:
     """The target alone, then each drafter, on one request (`repeats` times, _runs); greedy outputs must all equal
     the target's. A single short run's speed-up moves with the machine by a fifth or more
     (docs/notes/2026-12-traffic.md, "Measured")."""
-    runs = _runs(pair, ids, config, store, max(1, repeats))
+    runs = _runs(pair, ids, config, store, max(1, repeats), cancel)
     base_rate, shown = _rate(runs["baseline"], aggregate)
     base = runs["baseline"][shown][1]
     row: dict[str, Any] = {"prompt_tokens": len(ids), "new_tokens": base.new_tokens, "repeats": max(1, repeats)}
@@ -194,7 +215,8 @@ def run_stream(
     repeats: int = 1,
     aggregate: str = "min",
 ) -> list[dict[str, Any]]:
-    """Every request in order (a set `cancel` stops between two); the traffic store starts empty unless one is
+    """Every request in order (a set `cancel` stops the run under way, and the request it belongs to is dropped:
+    only finished requests are rows); the traffic store starts empty unless one is
     given (it is fed as the stream runs). Rows are numbered from first_index; repeats and aggregate: run_request."""
     store = store if store is not None else TrafficStore()
     rows: list[dict[str, Any]] = []
@@ -204,7 +226,11 @@ def run_stream(
         started = time.perf_counter()
         ids = encode(pair, request.prompt, chat)
         hits_before, lookups_before = store.hits, store.lookups
-        row = {"index": i, "phase": request.phase, **run_request(pair, ids, config, store, repeats, aggregate)}
+        try:  # a request stopped midway is no result: it is dropped, never plotted
+            measured = run_request(pair, ids, config, store, repeats, aggregate, cancel)
+        except StreamStopped:
+            break
+        row = {"index": i, "phase": request.phase, **measured}
         lookups = store.lookups - lookups_before
         row["store"]["hit_rate"] = (store.hits - hits_before) / lookups if lookups else 0.0
         rows.append(row)

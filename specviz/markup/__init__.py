@@ -36,6 +36,7 @@ from .explain import (
     explain_tree,
     pair_caption,
     stopped_message,
+    stream_stopped_message,
     trace_caption,
 )
 from .kv import kv_cache_html
@@ -75,6 +76,7 @@ __all__ = [
     "round_ending",
     "slow_run_markdown",
     "stopped_message",
+    "stream_stopped_message",
     "text_html",
     "trace_caption",
     "visible",

@@ -286,5 +286,14 @@ def is_below_one(x: object) -> bool:
     return isinstance(x, (int, float)) and x < 1
 
 
+def stream_stopped_message(finished: int) -> str:
+    """A stream of requests stopped midway: only its finished requests are results."""
+    done = count(finished)
+    shown = f"{done} requests finished before the stop and are" if done != 1 else "1 request finished before it and is"
+    return (
+        f"Stopped: {shown} shown; the request under way was dropped, not plotted (a half-run request measures nothing)."
+    )
+
+
 def stopped_message(rounds: int) -> str:
     return f"Stopped: this run was cancelled after {count(rounds)} rounds; what was computed is shown."

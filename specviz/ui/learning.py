@@ -10,7 +10,7 @@ from typing import Any
 
 import streamlit as st
 
-from specviz import charts
+from specviz import charts, markup
 from specviz.bench.stream import (
     ROLLING,
     WINDOW,
@@ -22,7 +22,6 @@ from specviz.bench.stream import (
     summarize,
 )
 from specviz.decoding.config import SpecConfig
-from specviz.drafters.traffic import forget, traffic_store
 from specviz.lessons.lab import short
 from specviz.runs import exclusive
 from specviz.serving.jobs import PAIRS, Job
@@ -30,6 +29,7 @@ from specviz.serving.jobs import PAIRS, Job
 from .files import ASSETS
 from .pair import pair_override
 from .runner import Work
+from .server import session_learning
 from .state import key, page_state
 
 RECORDED = ASSETS / "learning" / "inventory_drift.json"  # python -m specviz bench --stream ... --json <this>
@@ -188,7 +188,9 @@ def learning_form(page: str) -> LearningChoice:
 
 
 def stream_work(requests: list[Request], config: SpecConfig, chat: bool, first_index: int) -> Work:
-    """The requests in order, through run_stream on the pair's process-wide traffic store, holding the device."""
+    """The requests in order, through run_stream on this session's traffic store (the server's, where it shares
+    traffic), holding the device."""
+    learning = session_learning()
 
     def work(job: Job, pair) -> list[dict[str, Any]]:
         def progress(rows: list[dict[str, Any]]) -> None:
@@ -202,7 +204,7 @@ def stream_work(requests: list[Request], config: SpecConfig, chat: bool, first_i
                 requests,
                 config,
                 chat=chat,
-                store=traffic_store(pair),
+                store=learning.traffic(pair),
                 on_row=progress,
                 cancel=job.cancel,
                 first_index=first_index,
@@ -213,19 +215,24 @@ def stream_work(requests: list[Request], config: SpecConfig, chat: bool, first_i
 
 
 def forget_button(page: str, settings) -> None:
-    """Empty the traffic store of the pair in use (and its file in the model cache, when persistence is on)."""
+    """Empty the traffic store this session reads: its own, or the server's where it shares traffic (and then its
+    file in the model cache, when persistence is on)."""
     lease = PAIRS.lease(settings.spec, pair_override()) if settings.has_pair else None
     if lease is None:
         return
+    learning = session_learning()
     with lease:
-        store = traffic_store(lease.pair)
-        label = f"Forget the traffic ({store.requests} requests, {store.tokens:,} tokens)"
+        store = learning.traffic(lease.pair)
+        label = f"Forget the traffic ({request_count(store.requests)}, {store.tokens:,} tokens)"
         if st.button(label, key=key(page, "forget"), icon=":material/delete:"):
-            forget(lease.pair)
+            learning.forget_traffic(lease.pair)
             st.rerun()
         st.caption(
-            "The store belongs to this server, not to your tab: every request run here, on any page and by any "
-            "visitor, joins it, and Forget empties it for everyone. The curve below keeps the requests you ran."
+            "This server shares its traffic store: every request run here, on any page and by any visitor, joins it, "
+            "and Forget empties it for everyone. The curve below keeps the requests you ran."
+            if learning.share_traffic
+            else "The store is yours: the requests you ran in this tab, on any page. Nobody else drafts from it, and "
+            "it is gone when you close the tab. The curve below keeps the requests you ran."
         )
 
 
@@ -239,8 +246,11 @@ def your_rows(page: str) -> list[dict[str, Any]]:
 
 
 def adopt_stream_rows(page: str, rows: list[dict[str, Any]], job: Job) -> None:
-    """Your new requests join the ones you ran before on this page."""
-    page_state(page).result = your_rows(page) + list(rows)
+    """Your new requests join the ones you ran before on this page; a stopped stream keeps its finished requests
+    only (run_stream drops the one under way) and says so."""
+    state = page_state(page)
+    state.result = your_rows(page) + list(rows)
+    state.stopped = markup.stream_stopped_message(len(rows)) if job.state == "cancelled" else None
 
 
 def stream_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:

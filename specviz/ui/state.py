@@ -56,6 +56,7 @@ class PageState:
     autorun: bool = False  # a button (a suggested rerun, an experiment) asked for a run: run_section starts it
     experiment: str | None = None  # the guided experiment last started on this page (specviz/lessons/experiments.py)
     experiment_job: Job | None = None  # the run it started (its answer shows once this has finished)
+    stopped: str | None = None  # the last run was stopped: what was kept and what was dropped (until the next one)
 
     @property
     def busy(self) -> bool:
