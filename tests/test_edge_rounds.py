@@ -17,6 +17,7 @@ from specviz import markup
 from specviz.bench.stream import Request, run_stream
 from specviz.decoding.config import SpecConfig
 from specviz.drafters.suffix import TrafficStore
+from specviz.lessons import lab
 from specviz.models.tiny import tiny_pair
 from specviz.traces.trace import load_trace
 
@@ -135,3 +136,15 @@ def test_a_stream_stopped_midway_keeps_only_its_finished_requests():
     assert all(row[d]["tokens_per_second"] > 0 for row in rows for d in ("model", "traffic", "controller"))
     words = markup.stream_stopped_message(len(rows))
     assert words.startswith("Stopped: 1 request finished") and "dropped, not plotted" in words
+
+
+def test_a_stopped_run_is_never_a_measured_point():
+    """Theory plots this session's runs: a run stopped midway (or its baseline) is labelled stopped, not a point."""
+    assert lab.measured_point(TINY) is not None
+    stopped = dataclasses.replace(TINY, summary=dataclasses.replace(TINY.summary, finish_reason="cancelled"))
+    assert lab.measured_point(stopped) is None
+    plain_stopped = dataclasses.replace(
+        TINY, baseline_summary=dataclasses.replace(TINY.baseline_summary, finish_reason="cancelled")
+    )
+    assert lab.measured_point(plain_stopped) is None
+    assert markup.stopped_message(len(TINY.rounds)).startswith("Stopped: this run was cancelled")

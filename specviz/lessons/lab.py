@@ -88,9 +88,12 @@ def run_batch(
     cancel: threading.Event | None = None,
     on_progress: Callable[[int, int, PlannedRun], None] | None = None,
     on_wait: Callable[[float], None] | None = None,
+    traffic=None,
+    heads=None,
 ) -> list[LabRun]:
     """Run the plan one after the other (speculative only); stops between runs when cancel is set.
-    Each run takes the pair's lock for itself (runs.run_trace), so other sessions can run in between."""
+    Each run takes the pair's lock for itself (runs.run_trace), so other sessions can run in between; traffic and
+    heads: what the runs' drafters learn from (runs.run_trace)."""
     for config in {p.config for p in plan}:
         config.validate()
     results = []
@@ -99,7 +102,16 @@ def run_batch(
             break
         if on_progress is not None:
             on_progress(i, len(plan), planned)
-        trace = run_trace(pair, planned.prompt, planned.config, chat=chat, cancel=cancel, on_wait=on_wait)
+        trace = run_trace(
+            pair,
+            planned.prompt,
+            planned.config,
+            chat=chat,
+            cancel=cancel,
+            on_wait=on_wait,
+            traffic=traffic,
+            heads=heads,
+        )
         if trace.summary.finish_reason == "cancelled":
             break
         results.append(LabRun(planned.category, planned.prompt, trace))
@@ -379,7 +391,7 @@ def measured_point(trace: Trace, label: str = "") -> MeasuredPoint | None:
     drafts, so a kept alternative is not counted in a: its extra token shows as a speed-up above the curve.
     """
     s = trace.summary
-    if s.rounds == 0 or s.drafted == 0:
+    if s.rounds == 0 or s.drafted == 0 or _cancelled(trace):  # a stopped run is no result: never a point
         return None
     g = s.drafted / s.rounds
     a = theory.acceptance_from_mean_accepted(sum(r.chain_accepted for r in trace.rounds) / s.rounds, g)
