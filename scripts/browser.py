@@ -41,7 +41,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_app(port: int, env: dict[str, str], log: Path, timeout_s: float = 90) -> subprocess.Popen:
+def start_app(
+    port: int, env: dict[str, str], log: Path, timeout_s: float = 90, address: str = "localhost"
+) -> subprocess.Popen:
+    """`streamlit run app.py` on `port`, listening on `address` (a test of an exposed server passes 0.0.0.0)."""
     cmd = [
         sys.executable,
         "-m",
@@ -51,7 +54,7 @@ def start_app(port: int, env: dict[str, str], log: Path, timeout_s: float = 90) 
         "--server.port",
         str(port),
         "--server.address",
-        "localhost",
+        address,
         "--server.headless",
         "true",
         "--browser.gatherUsageStats",

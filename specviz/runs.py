@@ -116,11 +116,13 @@ def exclusive(
 
 
 def speculative_generate(
-    pair, prompt_ids: list[int], config: SpecConfig, cancel: threading.Event | None = None, traffic=None
+    pair, prompt_ids: list[int], config: SpecConfig, cancel: threading.Event | None = None, traffic=None, heads=None
 ) -> Iterator[Event]:
     """The engine's speculative run with the config's drafter (the registry's factory); the traffic drafters read
-    `traffic` (a TrafficStore; None: the pair's own)."""
-    return engine.speculative_generate(pair, prompt_ids, config, drafters.factory(config.drafter, traffic), cancel)
+    `traffic` (a TrafficStore; None: the pair's process-wide one), the heads' drafters `heads` (kind -> heads; a
+    kind missing: the target's own, drafters/heads.py)."""
+    factory = drafters.factory(config.drafter, traffic, heads)
+    return engine.speculative_generate(pair, prompt_ids, config, factory, cancel)
 
 
 def _drain(events, on_event: Callable[[Event], None] | None) -> tuple[list, RunSummary]:
@@ -145,16 +147,19 @@ def run_trace(
     on_event: Callable[[Event], None] | None = None,
     prompt_ids: list[int] | None = None,
     on_wait: Callable[[float], None] | None = None,
+    traffic=None,
+    heads=None,
 ) -> Trace:
     """Speculative run, then (if baseline) the target alone on the same prompt, one after the other,
-    holding the device's lock throughout."""
+    holding the device's lock throughout. The traffic drafters read `traffic` and the finished run joins it (None:
+    the pair's process-wide store); the heads' drafters read `heads` (speculative_generate)."""
     config.validate()
     ids = prompt_ids if prompt_ids is not None else encode(pair, prompt, chat)
     with exclusive(pair, cancel, on_wait):
-        rounds, summary = _drain(speculative_generate(pair, ids, config, cancel), on_event)
+        rounds, summary = _drain(speculative_generate(pair, ids, config, cancel, traffic, heads), on_event)
         # Every finished run teaches the traffic drafter (docs/DESIGN.md, "The traffic drafter").
         if summary.finish_reason != "cancelled":
-            remember_traffic(pair, ids + list(summary.token_ids))
+            remember_traffic(pair, ids + list(summary.token_ids), traffic)
         tokens: list[TokenEvent] = []
         base_summary = None
         if baseline and summary.finish_reason != "cancelled":

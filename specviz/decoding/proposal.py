@@ -49,6 +49,7 @@ class DraftContext:
     width: int  # the target's vocabulary: q is over the target's ids
     target: CachedModel  # the run's target cache (the draft heads read its hidden states)
     traffic: Any = None  # the store the traffic drafters read; None: the pair's own (set by the caller's factory)
+    heads: Any = None  # kind -> trained heads the heads' drafters read; None or a kind missing: the target's own
     costs: RoundCosts = field(default_factory=RoundCosts)  # the run's cost model (the engine teaches it); only read
 
 

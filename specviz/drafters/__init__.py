@@ -51,6 +51,7 @@ class Factory:
 
     kind: type
     traffic: Any = None  # the traffic store its traffic part reads; None: the pair's own
+    heads: Any = None  # kind -> trained heads the heads' drafters read; None or a kind missing: the target's own
 
     @property
     def needs_hidden_states(self) -> bool:
@@ -63,9 +64,10 @@ class Factory:
                 f"this pair has no draft model, which the {self.kind.name} drafter needs: choose one that needs none "
                 f"({modelless}), or load a draft model"
             )
-        return self.kind.for_run(replace(context, traffic=self.traffic))
+        return self.kind.for_run(replace(context, traffic=self.traffic, heads=self.heads))
 
 
-def factory(name: str, traffic: Any = None) -> Factory:
-    """The factory the engine is handed for drafter `name` (traffic: the store the traffic drafters read)."""
-    return Factory(drafter_class(name), traffic)
+def factory(name: str, traffic: Any = None, heads: Any = None) -> Factory:
+    """The factory the engine is handed for drafter `name` (traffic: the store the traffic drafters read; heads:
+    the trained heads the heads' drafters read, by kind)."""
+    return Factory(drafter_class(name), traffic, heads)

@@ -43,7 +43,7 @@ class HeadDrafter:
     @classmethod
     def for_run(cls, context: DraftContext) -> HeadDrafter:
         tree_width = 1 + context.config.alternatives if context.target.can_branch else 1
-        heads = heads_for(context.pair.target, context.width, cls.name)
+        heads = (context.heads or {}).get(cls.name) or heads_for(context.pair.target, context.width, cls.name)
         return cls(heads, context.target, context.pair.eos_ids, tree_width=tree_width)
 
     def learn(self, cost: RoundCost) -> None:

@@ -3,9 +3,11 @@ controller in the spirit of Together AI's ATLAS that picks, each round, the traf
 both (the model continues where the match ends), by expected tokens per second (controller.py), and sets the
 traffic draft's length from its measured acceptance.
 
-The TrafficStore they read is shared (one per tokenizer: traffic_store) and is fed by the runs layer after each
-run (runs.run_trace); what the controller measured is kept beside its store (controller_memory). Why these rules:
-docs/DESIGN.md, "The traffic drafter".
+The TrafficStore they read is the run's (DraftContext.traffic: the app gives each browser session its own, see
+serving/sessions.py), or the process-wide one of the pair's tokenizer (traffic_store: the command line's, and the
+app's where the server shares traffic); the runs layer feeds it after each run (runs.run_trace). What the
+controller measured is kept beside its store (controller_memory). Why these rules: docs/DESIGN.md, "The traffic
+drafter" and "A shared server".
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ _MEMORIES: weakref.WeakKeyDictionary[TrafficStore, ControllerMemory] = weakref.W
 PERSIST_ENV = "SPECVIZ_TRAFFIC_PERSIST"  # "1": keep each store in the model cache across restarts (off by default)
 
 
-def _key(pair) -> str:
+def store_key(pair) -> str:
+    """One name per tokenizer: token ids mean nothing across tokenizers, so each has its own store."""
     return f"{pair.names.get('target', '')}|{pair.tokenizer.__class__.__name__}|{len(pair.tokenizer)}"
 
 
@@ -46,14 +49,14 @@ def persist_path(pair) -> Path | None:
     """Where this pair's store is kept when SPECVIZ_TRAFFIC_PERSIST=1: under the model cache, one file per tokenizer."""
     if os.environ.get(PERSIST_ENV) != "1":
         return None
-    digest = hashlib.sha256(_key(pair).encode("utf-8")).hexdigest()[:16]
+    digest = hashlib.sha256(store_key(pair).encode("utf-8")).hexdigest()[:16]
     return cache_root() / "traffic" / f"{digest}.json"
 
 
 def traffic_store(pair) -> TrafficStore:
     """The process-wide store of this pair's tokenizer (ids mean nothing across tokenizers); read back from the
     model cache the first time when persistence is on."""
-    key = _key(pair)
+    key = store_key(pair)
     with _STORES_GUARD:
         if key not in _STORES:
             _STORES[key] = TrafficStore()
@@ -63,8 +66,12 @@ def traffic_store(pair) -> TrafficStore:
         return _STORES[key]
 
 
-def remember(pair, ids: list[int]) -> None:
-    """A finished request joins the pair's store (and its file, when persistence is on)."""
+def remember(pair, ids: list[int], store: TrafficStore | None = None) -> None:
+    """A finished request joins `store` (a session's own: kept in memory only), or with none the pair's
+    process-wide store (and its file, when persistence is on)."""
+    if store is not None:
+        store.add(ids)
+        return
     store = traffic_store(pair)
     store.add(ids)
     path = persist_path(pair)
@@ -88,13 +95,15 @@ def restore_controller_memory(store: TrafficStore, memory: ControllerMemory) -> 
         _MEMORIES[store] = memory
 
 
-def forget(pair) -> None:
-    """Empty the pair's store (and what the controller measured on it), and delete its file."""
-    store = traffic_store(pair)
+def forget(pair, store: TrafficStore | None = None) -> None:
+    """Empty `store` (a session's own), or with none the pair's process-wide store and its file; with it what the
+    controller measured on it."""
+    own = store is None
+    store = traffic_store(pair) if own else store
     store.clear()
     with _STORES_GUARD:
         _MEMORIES.pop(store, None)
-    path = persist_path(pair)
+    path = persist_path(pair) if own else None
     if path is not None:
         path.unlink(missing_ok=True)
 

@@ -18,6 +18,7 @@ from specviz.training.train import TrainSettings, TrainStep
 
 from .pair import pair_override
 from .runner import Work
+from .server import session_learning
 from .settings import DRAFTER_LABELS
 from .state import page_state
 
@@ -37,12 +38,13 @@ def recorded_reports() -> dict[str, dict | str]:
 
 def train_work(settings: TrainSettings, kind: str) -> Work:
     """Train Medusa heads or an EAGLE head on the loaded target in the worker; the steps stream into the job; the
-    result is saved in the model cache and serves its drafter at once."""
+    result serves this session's drafter at once (where the server shares heads: every session's, and it is saved
+    in the model cache)."""
     if kind == "eagle":  # one layer: the page's K slider (disabled then) names no data of its own
         settings = replace(settings, heads=1)
+    learning = session_learning()
 
     def work(job: Job, pair) -> dict:
-        from specviz.drafters.heads import use_heads
         from specviz.training.eagle_train import train_eagle
         from specviz.training.train import train_medusa
 
@@ -59,9 +61,10 @@ def train_work(settings: TrainSettings, kind: str) -> Work:
                 pair.target, pair.tokenizer, width, settings, pair.eos_ids, progress=progress, on_step=job.on_event
             )
         report.where = describe_machine(pair.names)
-        fingerprint = target_fingerprint(pair.target)
-        save_heads(heads, fingerprint, report.to_dict(), heads_path(fingerprint, kind))
-        use_heads(pair.target, heads)
+        if learning.share_heads:
+            fingerprint = target_fingerprint(pair.target)
+            save_heads(heads, fingerprint, report.to_dict(), heads_path(fingerprint, kind))
+        learning.keep_heads(pair, kind, heads)
         return check_report(report.to_dict())
 
     return work
@@ -167,10 +170,13 @@ def heads_result(page: str, recorded: dict[str, dict | str], settings) -> None:
     """Per kind: the heads the sidebar's drafter uses (in the model cache) if there are any, else this session's
     training (its file could not be written), else the recorded one (or why it cannot be shown)."""
     trained, in_use = page_state(page).result, cached_reports(settings)
+    private = not session_learning().share_heads  # this session's training serves its drafter first
     for kind, name in NAMES.items():
         st.markdown(f"#### {name}")
         drafter, them = DRAFTER_LABELS[kind], "it" if kind == "eagle" else "them"
-        if kind in in_use:
+        if private and trained and trained["kind"] == kind:
+            show_report(trained, "session", f"Trained in this session: your {drafter} drafter uses {them}")
+        elif kind in in_use:
             show_report(in_use[kind], "use", f"In use by the {drafter} drafter: {markup.md(in_use[kind]['where'])}")
         elif trained and trained["kind"] == kind:
             show_report(trained, "session", "Trained in this session")

@@ -25,6 +25,7 @@ from specviz.traces.trace import Trace
 
 from .pair import require_pair
 from .safe import safe
+from .server import session_learning
 from .state import PageState, Settings, key, page_state
 
 Work = Callable[[Job, Any], Any]  # work(job, pair) -> result, run in the worker thread
@@ -218,7 +219,9 @@ def _live_fragment(page: str, render: Callable[[Job], None]) -> None:
 
 
 def trace_work(prompt: str, config: SpecConfig, chat: bool, baseline: bool) -> Work:
-    """A speculative run (and optionally the baseline), its events streamed into the job."""
+    """A speculative run (and optionally the baseline), its events streamed into the job; its drafters learn from
+    this session's traffic and heads (read here, in the script's thread: the worker has no session)."""
+    learning = session_learning()
 
     def work(job: Job, pair) -> Trace:
         return run_trace(
@@ -230,6 +233,8 @@ def trace_work(prompt: str, config: SpecConfig, chat: bool, baseline: bool) -> W
             cancel=job.cancel,
             on_event=job.on_event,
             on_wait=job.on_wait,
+            traffic=learning.traffic(pair),
+            heads=learning.trained_heads(pair),
         )
 
     return work
@@ -245,8 +250,10 @@ class BatchResult:
 
 def lab_work(plan: Sequence[lab.PlannedRun], chat: bool) -> Work:
     """The batch one run at a time: a run that fails (or a stop while waiting) keeps the runs finished before it."""
+    learning = session_learning()
 
     def work(job: Job, pair) -> BatchResult:
+        traffic, heads = learning.traffic(pair), learning.trained_heads(pair)
         runs: list[lab.LabRun] = []
         for i, planned in enumerate(plan):
             job.fraction = i / len(plan)
@@ -256,7 +263,9 @@ def lab_work(plan: Sequence[lab.PlannedRun], chat: bool) -> Work:
                 f"{'greedy' if c.greedy else f'T={c.temperature:g}'} · {c.schedule}"
             )
             try:
-                done = lab.run_batch(pair, [planned], chat=chat, cancel=job.cancel, on_wait=job.on_wait)
+                done = lab.run_batch(
+                    pair, [planned], chat=chat, cancel=job.cancel, on_wait=job.on_wait, traffic=traffic, heads=heads
+                )
             except Cancelled:
                 break
             except Exception as exc:  # noqa: BLE001 - the finished runs stay; the failure is one line

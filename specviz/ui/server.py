@@ -3,7 +3,9 @@
 - custom model pairs (typed paths or hub ids) are open while the server listens on a loopback address only
   (localhost, 127.x, ::1), and on any other address (an empty one and 0.0.0.0 included) only with
   SPECVIZ_ALLOW_CUSTOM_MODELS=1; a path typed while they are off is never touched;
-- a model's own code runs only when the server was started with SPECVIZ_TRUST_REMOTE_CODE=1.
+- a model's own code runs only when the server was started with SPECVIZ_TRUST_REMOTE_CODE=1;
+- one session's traffic store and trained heads are every session's only where the server shares them:
+  SPECVIZ_SHARED_TRAFFIC and SPECVIZ_SHARED_HEADS, on by default on a loopback address only (serving/sessions.py).
 """
 
 from __future__ import annotations
@@ -15,8 +17,13 @@ import streamlit as st
 
 from specviz.markup import code
 from specviz.models.loading import TRUST_REMOTE_CODE_ENV, PairSpec, allow_remote_code
+from specviz.serving.sessions import SessionLearning
 
 ALLOW_CUSTOM_ENV = "SPECVIZ_ALLOW_CUSTOM_MODELS"
+SHARED_TRAFFIC_ENV = "SPECVIZ_SHARED_TRAFFIC"
+SHARED_HEADS_ENV = "SPECVIZ_SHARED_HEADS"
+YES = ("1", "true", "yes", "on")
+NO = ("0", "false", "no", "off")
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"})
 
 
@@ -37,8 +44,25 @@ def server_address() -> str:
 
 def custom_models_allowed() -> bool:
     """Loopback only, or the server's own opt-in (the same spellings as SPECVIZ_TRUST_REMOTE_CODE)."""
-    opt_in = os.environ.get(ALLOW_CUSTOM_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    opt_in = os.environ.get(ALLOW_CUSTOM_ENV, "").strip().lower() in YES
     return is_loopback(server_address()) or opt_in
+
+
+def shared(env: str) -> bool:
+    """A sharing switch: "1" shares, "0" keeps each session's to itself, unset shares on a loopback address only
+    (one person's machine), never on an exposed one."""
+    value = os.environ.get(env, "").strip().lower()
+    return value in YES or (value not in NO and is_loopback(server_address()))
+
+
+def session_learning() -> SessionLearning:
+    """This browser session's traffic and heads (kept in its state, gone with it), under the server's switches."""
+    found = st.session_state.get("state.session_learning")
+    if not isinstance(found, SessionLearning):
+        found = SessionLearning()
+        st.session_state["state.session_learning"] = found
+    found.share_traffic, found.share_heads = shared(SHARED_TRAFFIC_ENV), shared(SHARED_HEADS_ENV)
+    return found
 
 
 def remote_code_allowed() -> bool:
@@ -80,3 +104,30 @@ def remote_code_note() -> str:
         "Remote code: off. A model whose repository ships its own Python code does not load; whoever starts "
         f"the server can allow it with {switch}."
     )
+
+
+def sharing_note() -> str:
+    """Markdown: whose requests a traffic draft reads, whose trained heads a run drafts with, how to change it."""
+    learning = session_learning()  # this session's, with the switches read again
+    words = []
+    for on, env, what, mine, everyone in (
+        (
+            learning.share_traffic,
+            SHARED_TRAFFIC_ENV,
+            "Traffic",
+            "private: the traffic drafters read only your own requests",
+            "shared by every visitor: anyone's requests can show up in anyone's drafts",
+        ),
+        (
+            learning.share_heads,
+            SHARED_HEADS_ENV,
+            "Trained heads",
+            "private: heads you train serve only you",
+            "shared: a training by any visitor replaces the heads everyone drafts with",
+        ),
+    ):
+        if on:
+            words.append(f"{what}: {everyone} ({code(f'{env}=0')} at server start keeps them apart).")
+        else:
+            words.append(f"{what}: {mine} ({code(f'{env}=1')} at server start shares them).")
+    return "  \n".join(words)

@@ -17,7 +17,7 @@ from specviz.models.loading import BUILTIN, PairSpec
 from specviz.serving.jobs import PAIRS
 
 from .pair import pair_override, pair_status
-from .server import custom_models_allowed, custom_models_note, remote_code_note
+from .server import custom_models_allowed, custom_models_note, remote_code_note, session_learning, sharing_note
 from .state import Settings, key, shared
 
 PRESETS: dict[str, tuple[str, str | None] | None] = {
@@ -149,6 +149,7 @@ def _pair_section() -> PairSpec | None:
         )
         st.caption(remote_code_note())
         st.caption(custom_models_note())
+        st.caption(sharing_note())
     spec = _pair_spec()
     if spec is None and custom_models_allowed():
         st.info("Type a target model id or path and press **Load this pair**.")
@@ -169,7 +170,8 @@ DRAFTER_HELP = (
     "The n-gram drafter copies what followed the last occurrence of the current text (prompt lookup): no model, "
     "q is a point mass. Medusa's heads and the EAGLE head guess from the target's own hidden state, no second "
     "model (train them on the Heads page first). Traffic: the most frequent continuation of the longest match in "
-    "every request this server has run and this one (a suffix match; q is a point mass). Controller: each round, "
+    "your earlier requests (every visitor's, where the server shares traffic) and this one (a suffix match; q is a "
+    "point mass). Controller: each round, "
     "whichever of traffic, the draft model, or traffic then the model is expected to commit the most tokens per "
     "second, from their measured acceptance and costs (see the Learning page)."
 )
@@ -275,7 +277,10 @@ def _heads_note(spec: PairSpec | None, kind: str) -> None:
         return
     with lease:
         report = cached_report(lease.pair.target, kind)
-    if report is None:
+        yours = kind in (session_learning().trained_heads(lease.pair) or {})
+    if yours:
+        st.caption(":material/info: Drafting with the heads you trained in this session (on the **Heads** page).")
+    elif report is None:
         what = "EAGLE head" if kind == "eagle" else "Medusa heads"
         st.caption(f":material/info: No {what} trained for this target yet: train on the **Heads** page first.")
     elif kind == "medusa":

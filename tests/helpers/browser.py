@@ -35,8 +35,9 @@ def home_page(url: str) -> Iterator:
 
 
 @contextmanager
-def served(folder: Path, env_extra: dict[str, str]) -> Iterator[str]:
-    """`streamlit run app.py` on a free localhost port (its log in `folder`); yields its URL."""
+def served(folder: Path, env_extra: dict[str, str], address: str = "localhost") -> Iterator[str]:
+    """`streamlit run app.py` on a free port (its log in `folder`), listening on `address` (0.0.0.0: as an
+    exposed server); yields its localhost URL."""
     if chromium_path() is None:
         pytest.skip("no chromium executable (apt-get install chromium)")
     port = free_port()
@@ -44,7 +45,7 @@ def served(folder: Path, env_extra: dict[str, str]) -> Iterator[str]:
     if "SPECVIZ_PAIR" not in env_extra:
         env.pop("SPECVIZ_PAIR", None)
     try:
-        process = start_app(port, env, folder / "streamlit.log")
+        process = start_app(port, env, folder / "streamlit.log", address=address)
     except AppStartError as exc:
         pytest.fail(str(exc))
     try:
