@@ -3,7 +3,7 @@ measured (assets/verify_curve_<device>.json) and this session's runs."""
 
 import streamlit as st
 
-from specviz import ui
+from specviz import markup, ui
 from specviz.lessons import theory
 
 ui.page_guard()
@@ -18,11 +18,12 @@ curves, damaged = ui.verify_curves()  # the benchmark's measured verify costs, b
 left, right = st.columns([4, 3], gap="large")  # [3, 2] left three metrics 54 px each at 1024 px
 with left:
     st.markdown(
-        "Model each drafted token as accepted independently with probability **a** (the acceptance rate). "
+        "Model each drafted token as accepted independently with probability **a** (Leviathan's a). "
         "A round drafts **γ** tokens, keeps a prefix of them, and always adds one token of the target's own. "
-        "So the tokens per round (per target pass) are expected to be"
+        "So the mean acceptance length (tokens per target pass, bonus included) is expected to be"
     )
-    st.latex(r"E[\text{tokens per round}] = \frac{1 - a^{\gamma + 1}}{1 - a}")
+    st.latex(r"E[\text{tokens per pass}] = \frac{1 - a^{\gamma + 1}}{1 - a}")
+    st.caption(markup.A_BRIDGE)
     st.markdown(
         "A round costs γ draft forwards plus one target pass. With **c** = (time of one draft forward) / "
         "(time of one target step), and assuming the verify pass costs one target step, the speed-up is"
@@ -33,7 +34,7 @@ with left:
         "round, so there is a best γ. Cheap, accurate drafts (small c, large a) want long drafts."
     )
 with right:
-    a = st.slider("a: acceptance rate", 0.0, 0.99, 0.8, 0.01, key=k(PAGE, "a"))
+    a = st.slider("a: chance a drafted token is kept", 0.0, 0.99, 0.8, 0.01, key=k(PAGE, "a"))
     g = st.slider("γ: draft length", 1, 16, 4, key=k(PAGE, "g"))
     c = st.slider("c: draft cost / target cost", 0.0, 1.0, 0.1, 0.01, key=k(PAGE, "c"))
     curve = None
@@ -61,11 +62,11 @@ with right:
         )
     best = theory.optimal_gamma(a, c, 16)
     m1, m2, m3 = st.columns(3)
-    m1.metric("Tokens per round", f"{theory.expected_tokens(a, g):.2f}")
+    m1.metric("Mean acceptance length", f"{theory.expected_tokens(a, g):.2f}", help="Tokens per target pass.")
     m2.metric("Speed-up", f"{theory.speedup(a, g, c):.2f}×")
     m3.metric("Optimal γ", best, help=f"Best speed-up {theory.speedup(a, best, c):.2f}× for this a and c (γ ≤ 16).")
     st.caption(
-        f"At the optimal γ = {best}: {theory.expected_tokens(a, best):.2f} tokens per round, "
+        f"At the optimal γ = {best}: {theory.expected_tokens(a, best):.2f} tokens per target pass, "
         f"speed-up {theory.speedup(a, best, c):.2f}×."
     )
     if c_measured is not None:

@@ -292,7 +292,7 @@ def test_theory_shows_the_optimal_gamma(app, a, g, c):  # noqa: F811
     assert not app.exception
     assert metric(app, "Optimal γ") == str(brute_force_optimal_gamma(a, c))
     assert metric(app, "Speed-up") == f"{theory.speedup(a, g, c):.2f}×"
-    assert metric(app, "Tokens per round") == f"{(1 - a ** (g + 1)) / (1 - a):.2f}"
+    assert metric(app, "Mean acceptance length") == f"{(1 - a ** (g + 1)) / (1 - a):.2f}"
 
 
 def test_theory_known_value(app):  # noqa: F811
@@ -308,4 +308,4 @@ def test_theory_plots_this_sessions_runs(app):  # noqa: F811
     assert tables, "the measured-runs table is missing"
     table = tables[0].value
     assert "measured speed-up" in table.columns and len(table) == 1
-    assert table["c"].iloc[0] > 0 and 0 <= table["a"].iloc[0] <= 1
+    assert table["c"].iloc[0] > 0 and 0 <= table["Leviathan's a"].iloc[0] <= 1

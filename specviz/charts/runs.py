@@ -157,17 +157,17 @@ def group_figure(stats: Sequence[GroupStat], title: str) -> go.Figure:
         hovertemplate="%{x}: %{y:.0%}<extra>acceptance</extra>",
     )
     fig.add_bar(
-        name="tokens per round",
+        name="mean acceptance length",
         x=names,
         y=[s.tokens_per_round for s in stats],
         marker_color=COLORS["p"],
         yaxis="y2",
         offsetgroup=1,
-        hovertemplate="%{x}: %{y:.2f}<extra>tokens / round</extra>",
+        hovertemplate="%{x}: %{y:.2f}<extra>mean acceptance length</extra>",
     )
     fig.update_layout(
         yaxis=dict(title="acceptance rate", range=[0, 1], tickformat=".0%"),
-        yaxis2=dict(title="tokens per round", overlaying="y", side="right", rangemode="tozero", showgrid=False),
+        yaxis2=dict(title="mean acceptance length", overlaying="y", side="right", rangemode="tozero", showgrid=False),
     )
     return _layout(fig, title, height=340, barmode="group")
 

@@ -215,11 +215,11 @@ def expected_tokens_figure(a: float, g: int, points: Sequence[MeasuredPoint] = (
             marker=dict(size=12, color=COLORS["rejected"], symbol="diamond"),
             customdata=[[pt.label, pt.g] for pt in points],
             hovertemplate="%{customdata[0]}<br>a = %{x:.2f}, γ ≈ %{customdata[1]:.1f}: "
-            "%{y:.2f} tokens / round<extra></extra>",
+            "%{y:.2f} tokens per target pass<extra></extra>",
         )
     fig.update_xaxes(title_text="a (acceptance rate)", range=[0, 1])
-    fig.update_yaxes(title_text="tokens per round", rangemode="tozero")
-    return _layout(fig, "Expected tokens per round", height=420)
+    fig.update_yaxes(title_text="mean acceptance length", rangemode="tozero")
+    return _layout(fig, "Expected mean acceptance length", height=420)
 
 
 def optimal_gamma_map(a: float, c: float, gamma_max: int = 16) -> go.Figure:

@@ -87,10 +87,10 @@ STEP = (
         "Run a prose prompt at the sidebar's defaults (γ 5, greedy): how many drafted tokens are kept, and does it "
         "beat plain decoding?",
         _with(GREEDY_DEFAULTS) + (("step.prompt", PROSE), ("step.baseline", True)),
-        "Far fewer drafts are kept than on code: the recorded run kept 37%, against 57% with the same settings on "
-        "a code prompt, and most rounds end with a rejection in the first positions. Whether it still beats plain "
-        "decoding depends on the prompt and the machine (the issue measured a haiku at 11% and 0.86×); a run "
-        "slower than plain decoding comes with its explanation and a suggested rerun.",
+        "Far fewer drafts are kept than on code: the recorded run's acceptance rate was 37%, against 57% with the "
+        "same settings on a code prompt, and most rounds end with a rejection in the first positions. Whether it "
+        "still beats plain decoding depends on the prompt and the machine; a run slower than plain decoding comes "
+        "with its explanation and a suggested rerun.",
         "The 0.5B draft agrees with the 1.5B target on the obvious next token of code, but prose has many good next "
         "words and the two models pick different ones; every rejected guess is a draft forward wasted.",
     ),
@@ -99,8 +99,8 @@ STEP = (
         "step",
         "Set the temperature to 1.2 on a code prompt: what happens to the acceptance rate, and why?",
         _with(GREEDY_DEFAULTS, temperature=1.2) + (("step.prompt", CODE), ("step.baseline", True)),
-        "Less change than you might expect: the recorded run kept 52% of its drafts at 1.2, against 57% greedy "
-        "on the same prompt (and the Acceptance lab's recorded run at 1.0 kept 62%). Each chip now shows its "
+        "Less change than you might expect: the recorded run's acceptance rate was 52% at 1.2, against 57% greedy "
+        "on the same prompt. Each chip now shows its "
         "draw u against min(1, p/q), and a rejection is followed by a token drawn from the residual (↻).",
         "With sampling a guess d ~ q is kept with probability min(1, p(d)/q(d)), so the expected acceptance is "
         "Σ min(p, q) = 1 − TV(p, q): the overlap of the two whole distributions, not agreement on the top token. "
@@ -135,7 +135,7 @@ RACE = (
         "race",
         "Race a prose prompt with a long draft (γ 8): who wins?",
         _with(GREEDY_DEFAULTS, gamma=8) + (("race.prompt", PROSE),),
-        "Plain decoding wins: the recorded race kept 25% of the drafts and ran at 0.78×, and the page explains "
+        "Plain decoding wins: the recorded race's acceptance rate was 25% and it ran at 0.78×; the page explains "
         "why under the race and offers a rerun with a shorter γ.",
         "A round drafts 8 tokens (8·c ≈ 1.3 target steps on this CPU) and keeps few of them; on the Theory "
         "page γ 8 needs an acceptance of about 0.6 to pay with the measured times.",
@@ -145,9 +145,10 @@ RACE = (
         "race",
         "Race the rename task with the auto schedule and 8 lookup guesses per draft pass: how large is the speed-up?",
         _with(GREEDY_DEFAULTS, schedule="auto", lookahead=8) + (("race.prompt", RENAME),),
-        "Speculation wins by far: the recorded race kept 92% of the drafts, 4 tokens per target pass, and ran at "
-        "2.7× (over 64 tokens the recorded run on Step through reaches 4.0×); long stretches appear in the "
-        "speculative lane a round at a time.",
+        "Speculation wins: in the recorded race (its acceptance rate and mean acceptance length are under the "
+        "race) the acceptance rate was 92%, 4 tokens per target pass, and it ran at 2.7×; long stretches appear in "
+        "the speculative lane a round at a time. A live race on a busier or slower machine can land far lower "
+        "(below 2×): the acceptance stays, the costs of a draft and a verify pass move.",
         "The answer copies the prompt, so prompt lookup guesses long runs right, the draft agrees with it at the "
         "cost of one pass, and the auto schedule drafts long while the draft is confident.",
     ),
@@ -216,8 +217,10 @@ LAB = (
             ("lab.drafters", ["model", "ngram"]),
             ("lab.schedules", ["constant"]),
         ),
-        "The n-gram drafter's guesses are kept 36% of the time on the rename prompt and 4% on prose (the recorded "
-        "batch); the draft model keeps more on both (76% and 37%), but each of its guesses costs a forward pass.",
+        "Copying works only where the answer repeats the prompt: the n-gram drafter's acceptance rate is 36% on the "
+        "rename prompt and 4% on prose. The draft model's is higher on both (76% on the rename) and on this CPU it "
+        "is also faster there; the n-gram drafter's guesses cost no forward pass, which pays on a machine where "
+        "the draft model is dear.",
         "Prompt lookup can only guess text that already occurred; a rename or a spelling fix repeats its prompt, "
         "prose does not. Its guesses cost no model, so even a low rate can pay where the draft model's cannot.",
     ),
@@ -234,7 +237,8 @@ LAB = (
             ("cfg.gamma", 5),
         ),
         "The By draft position tab shows no steady fall: counting only checked tokens, the recorded batch's greedy "
-        "runs kept 71% at position 1 and 94% at position 4 (the later positions are reached less often).",
+        "runs' per-position acceptance was 71% at position 1 and 94% at position 4 (the later positions are "
+        "reached less often).",
         "The theory assumes one rate a for every position. Real drafts are conditioned on the guesses before "
         "them: a guess is checked only if all before it were kept, and those rounds are the predictable ones.",
     ),
@@ -387,10 +391,10 @@ LEARNING = (
     Experiment(
         "learning_traffic_learns",
         "learning",
-        "Does the traffic drafter learn? Compare its accepted tokens per round over the first 5 requests of the "
+        "Does the traffic drafter learn? Compare its draft tokens accepted per round over the first 5 requests of the "
         "recorded stream with the last 5.",
         LEARNING_RECORDED + (("learning.what", "stream"),),
-        "It does: over the first 5 requests the traffic drafter accepted 0.62 tokens per round (1.52× the target "
+        "It does: over the first 5 requests the traffic drafter accepted 0.62 draft tokens per round (1.52× the target "
         "alone), over the last 5 5.98 (5.45×), while the draft model went from 2.59 to 2.68 (2.43× to 2.51×). "
         "Its store found a match for 31% of its drafts over the first 5 requests and 94% over the last 5, and held "
         "32 requests, 5,204 tokens, at the end.",
@@ -406,7 +410,7 @@ LEARNING = (
         "What happens to the traffic drafter when the stream switches from Python to JavaScript (request 17), "
         "and how fast does it recover?",
         LEARNING_RECORDED + (("learning.what", "stream"),),
-        "At request 17 it accepted 0.45 tokens per round (its store found a match for 29% of drafts), against "
+        "At request 17 it accepted 0.45 draft tokens per round (its store found a match for 29% of drafts), against "
         "2.96 on average over the 5 Python requests before; the draft model accepted 2.20 there, 2.73 on average "
         "before and 2.92 over the 16 JavaScript requests. The traffic drafter's rolling mean of 3 requests was "
         "back within 10% of its Python level, and stayed, after 12 JavaScript requests; the last 3 accepted "
@@ -424,10 +428,10 @@ LEARNING = (
         "learning",
         "On prompts that share nothing, which source does the controller pick, and what does a wrong pick cost?",
         LEARNING_RECORDED + (("learning.what", "mine"), ("learning.request", TRANSLATION)),
-        "The draft model, every time: on the 10 bench prompts of assets/learning/bench_prompts_amx.json (two per "
-        "category) the controller drafted from the model in all 90 of its drafting rounds, never from traffic or "
+        "The draft model, every time: on the 10 bench prompts (two per category) the controller drafted from the "
+        "model in all 90 of its drafting rounds, never from traffic or "
         "both, and ran the same rounds as the draft model on 10 of the 10 prompts. Alone, the traffic drafter "
-        "accepted 0.06 tokens per round over the first 5 prompts and 0.29 over the last 5 (the draft model 2.23 "
+        "accepted 0.06 draft tokens per round over the first 5 prompts and 0.29 over the last 5 (the draft model 2.23 "
         "and 3.02), its store finding a match for 8% of drafts. Over the last 5 the controller ran 1.00× as fast "
         "as the draft model; per prompt from 0.99× to 1.02×, and 1.02× on this translation prompt.",
         "Each round the controller takes the source expected to commit the most tokens per second, from each "

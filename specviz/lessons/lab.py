@@ -228,7 +228,7 @@ def run_rows(runs: Iterable[LabRun]) -> list[dict]:
                 "drafted": s.drafted,
                 "accepted": s.accepted,
                 "acceptance rate": round(s.acceptance_rate, 3),
-                "tokens / round": round(s.new_tokens / s.rounds, 2) if s.rounds else 0.0,
+                "mean acceptance length": round(s.new_tokens / s.rounds, 2) if s.rounds else 0.0,
                 "tokens / s": round(s.tokens_per_second, 2),
             }
         )
@@ -253,7 +253,7 @@ def drafter_comparison(runs: Iterable[LabRun]) -> list[dict]:
         s = run.trace.summary
         name = drafter_name(c.drafter)
         row[f"{name}: acceptance"] = round(s.acceptance_rate, 3)
-        row[f"{name}: tokens / round"] = round(s.new_tokens / s.rounds, 2) if s.rounds else 0.0
+        row[f"{name}: mean acceptance length"] = round(s.new_tokens / s.rounds, 2) if s.rounds else 0.0
         row[f"{name}: tokens / s"] = round(s.tokens_per_second, 2)
     return [row for row in table.values() if sum(k.endswith(": acceptance") for k in row) >= 2]
 

@@ -30,6 +30,7 @@ from .chips import (
     round_head_html,
 )
 from .explain import (
+    A_BRIDGE,
     explain_alternatives,
     explain_chart,
     explain_round,
@@ -44,6 +45,7 @@ from .text import clock_html, lane_html, plain_text_html, text_html
 from .tree import tree_html
 
 __all__ = [
+    "A_BRIDGE",
     "MAX_CELLS",
     "MAX_CHIPS",
     "MAX_PROMPT_SHOWN",

@@ -50,6 +50,15 @@ def _rejection(event: RoundEvent, greedy: bool, j: int) -> list[str]:
     return parts
 
 
+# The one-line bridge wherever the acceptance rate and Leviathan's a stand together
+# (docs/DESIGN.md, "The algorithm and its notation").
+A_BRIDGE = (
+    "**Acceptance rate** = accepted ÷ drafted tokens. Leviathan's **a** is the chance one drafted token is kept, "
+    "estimated from the same run as the a whose expected accepted prefix a(1 − a^γ)/(1 − a) matches the measured "
+    "one; it is higher than the rate, which also counts the tokens thrown away unchecked after a rejection. "
+    "**Mean acceptance length** = tokens per target pass, bonus included."
+)
+
 SOURCE_WORDS = {  # who drafted, for the traffic drafter and the controller (RoundEvent.draft_source)
     "traffic": "**Source: traffic.** The tokens are the most frequent continuation of the longest earlier match "
     "in the requests served so far and this one (no draft forward; q is a point mass, q = 1).",
@@ -257,10 +266,10 @@ def explain_chart(event: RoundEvent, greedy: bool) -> str:
 
 
 def pair_caption(names: dict) -> str:
-    """The loaded pair in the sidebar: '**p** target · **q** draft · device · dtype'."""
+    """The loaded pair in the sidebar: '**p** target · **q** draft · device · precision'."""
     return (
         f"**p** {md(names.get('target', '?'))} · **q** {md(names.get('draft', 'none'))} · "
-        f"{md(names.get('device', '?'))} · {md(names.get('dtype', '?'))}"
+        f"{md(names.get('device', '?'))} · {md(names.get('precision', names.get('dtype', '?')))}"
     )
 
 

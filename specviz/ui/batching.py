@@ -114,7 +114,7 @@ def show_result(doc: dict, recorded: bool) -> None:
 def table_row(row: dict, gamma: int) -> dict:
     return {
         "B": row["batch"],
-        "tokens / round": round(row["tokens_per_round"], 2),
+        "mean acceptance length": round(row["tokens_per_round"], 2),
         "plain tok/s": round(row["plain_tokens_per_second"], 1),
         "speculative tok/s": round(row["speculative_tokens_per_second"], 1),
         "measured speed-up": round(row["measured_speedup"], 2),

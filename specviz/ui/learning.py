@@ -75,7 +75,7 @@ def learning_view(rows: list[dict[str, Any]], summary: dict[str, Any], chart_key
             d = summary["drift"]
             st.caption(
                 f"The traffic changes at request {d['at'] + 1}. Over the {min(WINDOW, d['at'])} requests before it "
-                f"the controller accepted {d['pre_drift_level']:.2f} tokens per round; its rolling mean over "
+                f"the controller accepted {d['pre_drift_level']:.2f} draft tokens per round; its rolling mean over "
                 f"{ROLLING} requests " + recovery_words(d.get("first_back_after"), d["recovered_after"])
             )
         if explain:
@@ -97,7 +97,10 @@ def headline(rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
         labels, over = ("first request", "latest request"), "the latest request"
         model = latest["model"]["speedup"]
         ratio = latest["controller"]["speedup"] / model if model else 0.0
-    st.markdown("**Controller**: mean accepted tokens per round")
+    st.markdown(
+        "**Controller**: draft tokens accepted per round",
+        help="The mean acceptance length (tokens per target pass) is one more: the bonus or correction token.",
+    )
     c1, c2 = st.columns(2)  # two, not three: a third column cut the numbers off in a window 1024 px wide
     if len(rows) == 1:
         c1.metric("this request", f"{end:.2f}")
@@ -264,7 +267,7 @@ def your_requests_table(rows: list[dict[str, Any]]) -> None:
             {
                 "#": row["index"] + 1,
                 "request": short(str(row.get("request", "")), 120),  # on one line
-                **{f"{name}: accepted/round": round(row[d]["mean_accepted_per_round"], 2) for d, name in NAMES},
+                **{f"{name}: accepted per round": round(row[d]["mean_accepted_per_round"], 2) for d, name in NAMES},
                 **{f"{name}: speed-up": round(row[d]["speedup"], 2) for d, name in NAMES},
             }
             for row in rows

@@ -194,13 +194,18 @@ def _costs(trace: Trace) -> None:
         f"{costs.draft_forward * 1000:.0f} ms" if costs.draft_forward else "none",
         help="The n-gram drafter has no model: drafting is almost free.",
     )
-    m2.metric("Tokens per round", f"{costs.tokens_per_round:.2f}")
+    m2.metric(
+        "Mean acceptance length",
+        f"{costs.tokens_per_round:.2f}",
+        help="Tokens per target pass, bonus included. Acceptance rate (accepted ÷ drafted tokens): "
+        f"{trace.summary.acceptance_rate:.0%}.",
+    )
     st.markdown(
         "Each round is a **draft** phase (γ small forwards, teal) then one **verify** pass (indigo). "
         "Speculation pays when the tokens gained per round outweigh the round's cost:"
     )
     st.latex(
-        r"\begin{gathered}\text{speed-up} \approx \\ \frac{\text{tokens per round} \times t_\text{step}}"
+        r"\begin{gathered}\text{speed-up} \approx \\ \frac{\text{tokens per pass} \times t_\text{step}}"
         r"{t_\text{draft phase} + t_\text{verify}}\end{gathered}"  # two lines: the column may be narrow
     )
     if costs.verify_in_steps is not None:

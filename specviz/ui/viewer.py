@@ -98,9 +98,10 @@ def summary_metrics(trace: Trace) -> None:
     cols[0].metric("New tokens", s.new_tokens)
     cols[1].metric("Rounds (target passes)", s.rounds)
     cols[2].metric(
-        "Tokens / target pass",
+        "Mean acceptance length",
         f"{s.new_tokens / s.rounds:.2f}" if s.rounds else "—",
-        help="The speed-up if drafting were free and a verify pass cost as much as one plain step.",
+        help="Tokens per target pass, bonus included (new tokens ÷ rounds): the speed-up if drafting were free "
+        "and a verify pass cost as much as one plain step.",
     )
     cols[3].metric("Acceptance rate", f"{s.acceptance_rate:.0%}", help="Accepted drafted tokens / drafted tokens.")
     cols[4].metric("Speculative tok/s", f"{s.tokens_per_second:.1f}")
