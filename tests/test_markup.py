@@ -93,6 +93,7 @@ def builders(event: RoundEvent, prompt: object) -> dict[str, str]:
         "text_all": markup.text_html(prompt, [event, event], show_future=True, current=0),
         "plain": markup.plain_text_html(prompt, [event.next_token.text, *(d.text for d in event.drafted)], caret=True),
         "kv_model": markup.kv_cache_html(event, 7, "model"),
+        "code": markup.round_code_html(event, True) + markup.round_code_html(event, False),
         "kv_ngram": markup.kv_cache_html(event, event.position, "ngram"),
         "lane": markup.lane_html(
             name="Speculative", kind="speculative", body=markup.text_html(prompt, [event]), done=3, total=5, rate=1.5
@@ -101,6 +102,12 @@ def builders(event: RoundEvent, prompt: object) -> dict[str, str]:
 
 
 ALLOWED_CLASSES = {
+    "sv-code",
+    "sv-line",
+    "hit",
+    "sv-ln",
+    "sv-note",
+    "sv-code-foot",
     "sv-chip",
     "sv-accepted",
     "sv-rejected",

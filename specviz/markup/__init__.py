@@ -41,11 +41,14 @@ from .explain import (
     trace_caption,
 )
 from .kv import kv_cache_html
+from .loop import LINES as LOOP_LINES
+from .loop import round_code_html
 from .text import clock_html, lane_html, plain_text_html, text_html
 from .tree import tree_html
 
 __all__ = [
     "A_BRIDGE",
+    "LOOP_LINES",
     "MAX_CELLS",
     "MAX_CHIPS",
     "MAX_PROMPT_SHOWN",
@@ -74,6 +77,7 @@ __all__ = [
     "plain_text_html",
     "tree_html",
     "round_chips_html",
+    "round_code_html",
     "round_head_html",
     "round_ending",
     "slow_run_markdown",

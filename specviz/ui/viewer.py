@@ -62,6 +62,8 @@ def round_view(event: RoundEvent, context: RoundContext, *, show_chart: bool = T
     with right:
         asked = context.config.gamma if context.config.schedule == "constant" else None
         st.markdown(markup.explain_round(event, greedy, asked=asked, budget=context.config.max_new_tokens))
+        st.markdown("**The loop in code** — the lines this round took are marked:")
+        st.html(markup.round_code_html(event, greedy))
     ending = markup.round_ending(event)
     with left:
         if show_chart and ending == "eos":
