@@ -72,11 +72,10 @@ state = ui.run_section(
     errors=form,
     on_result=ui.adopt_lab_runs,
 )
+ui.experiments_section(PAGE)  # beside the run: the answer shows under the Run button
 
 runs = None if state.busy else ui.lab_to_show(PAGE)  # before a run: the recorded batch
 if not state.busy and runs is None:
     st.info("Choose what to compare and press **Run the batch**.")
 elif runs is not None:
     ui.lab_results(PAGE, runs)
-
-ui.experiments_section(PAGE)

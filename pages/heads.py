@@ -84,6 +84,7 @@ state = ui.run_section(
     live=ui.heads_train_live,
     errors=errors,
 )
+ui.experiments_section(PAGE)  # beside the run: the answer shows under the Run button
 
 if not state.busy:
     ui.heads_result(PAGE, ui.heads_recorded(), settings)
@@ -93,5 +94,3 @@ if not state.busy:
         "model,ngram,medusa,eagle` races them all on the same prompts."
     )
     st.markdown(ui.HEADS_TREE_WORDS)
-
-ui.experiments_section(PAGE)

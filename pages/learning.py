@@ -47,6 +47,7 @@ state = ui.run_section(
     errors=form,
     on_result=ui.adopt_stream_rows,
 )
+ui.experiments_section(PAGE)  # beside the run: the answer shows under the Run button
 mine = ui.your_rows(PAGE)
 if state.stopped and not state.busy:
     st.warning(state.stopped)
@@ -60,5 +61,3 @@ elif not state.busy:
         "Type a request and press **Run**: it runs with the target alone and with each drafter, then joins the "
         "traffic. Run a few similar ones and watch the traffic drafter's acceptance climb."
     )
-
-ui.experiments_section(PAGE)

@@ -57,6 +57,7 @@ state = ui.run_section(
     live=ui.quiet_live,
     errors=form,
 )
+ui.experiments_section(PAGE)  # beside the run: the answer shows under the Run button
 
 dist = None if state.busy else ui.lossless_to_show(PAGE)  # before a run: the recorded p and q
 if dist is None and not state.busy:
@@ -65,5 +66,3 @@ elif dist is not None:
     ui.lossless_results(
         PAGE, dist, n=choice.n, seed=choice.seed, broken=choice.broken, alternatives=choice.alternatives
     )
-
-ui.experiments_section(PAGE)

@@ -45,6 +45,7 @@ state = ui.run_section(
     errors=errors,
     on_result=ui.adopt_race,
 )
+ui.experiments_section(PAGE)  # beside the run: the answer shows under the Run button
 
 if not state.busy:
     trace = ui.race_to_show(PAGE)
@@ -52,5 +53,3 @@ if not state.busy:
         st.info("Press **Start the race** to run both methods on the prompt above.")
     else:
         ui.show_race(PAGE, trace)
-
-ui.experiments_section(PAGE)

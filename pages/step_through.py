@@ -66,6 +66,7 @@ state = ui.run_section(
     errors=form,
     on_result=lambda page, trace, job: ui.adopt_trace(page, trace, "your run"),
 )
+ui.experiments_section(PAGE)  # beside the run: the answer shows under the Run button
 
 if not state.busy:
     trace, label = ui.trace_to_show(PAGE)
@@ -76,5 +77,3 @@ if not state.busy:
         )
     else:
         ui.show_trace(PAGE, trace, label)
-
-ui.experiments_section(PAGE)

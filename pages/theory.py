@@ -88,7 +88,6 @@ with right:
             "then only the verify cost differs."
         )
 
+ui.experiments_section(PAGE)  # beside the sliders they set
 ui.measured_section(curve, damaged, c_measured)
 ui.runs_section(a, g, c, curve)
-
-ui.experiments_section(PAGE)

@@ -344,16 +344,18 @@ def hits(rows: list[dict]) -> str:
     return pct(sum(r["store"]["hit_rate"] for r in rows) / len(rows))
 
 
-def test_the_learning_experiments_set_the_recordings_settings():
-    fields = {"confidence": "draft_confidence"}  # sidebar name -> SpecConfig field where they differ
+def test_the_learning_experiments_change_only_the_learning_page():
+    """The recorded stream answers two of them (nothing to set); the third fills this page's form, never the sidebar
+    or the shipped stream (a 'Set it' that started the 32-request stream with other settings was found)."""
+    for e in experiments.for_page("learning"):
+        assert all(name.startswith("learning.") for name, _ in e.settings), e.id
+        assert e.values.get("learning.what") in (None, "mine"), e.id
+    assert experiments.by_id("learning_bench").values["learning.what"] == "mine"
+    fields = {"confidence": "draft_confidence"}  # the recordings were made with these sidebar settings
     for name in ("inventory_drift", "bench_prompts_amx"):
         config = learning(name)["config"]
-        for e in experiments.for_page("learning"):
-            for setting, value in e.settings:
-                if setting.startswith("cfg."):
-                    assert config[fields.get(setting[4:], setting[4:])] == value, (name, setting)
-    for e in experiments.for_page("learning"):
-        assert e.values["learning.what"] == ("mine" if e.id == "learning_bench" else "stream")
+        for setting, value in experiments.LEARNING_RECORDED:
+            assert config[fields.get(setting[4:], setting[4:])] == value, (name, setting)
 
 
 def test_the_learning_experiment_numbers_are_the_recorded_drift_stream():
@@ -438,3 +440,15 @@ def test_the_floor_experiment_numbers_are_the_recorded_bench_prompts():
     # the button's prompt is that translation prompt, as the bench read it from assets/prompts.json
     prompts = load_stream(ROOT / bench["file"], first=2)[1]
     assert prompts[rows.index(low)].prompt == experiments.by_id("learning_bench").values["learning.request"]
+
+
+def test_set_it_says_what_it_changes_and_where():
+    """The button's words name every setting it sets, the sidebar's (every page) apart from the page's own."""
+    for e in experiments.EXPERIMENTS:
+        words = experiments.changes_words(e)
+        sidebar = [name for name, _ in e.settings if name.startswith("cfg.")]
+        assert ("in the sidebar, for every page" in words) == bool(sidebar), e.id
+        assert words.count("=") == len(e.settings), (e.id, words)
+    assert experiments.changes_words(experiments.by_id("heads_medusa_k")) == (
+        "Sets on this page kind of heads = medusa, number of heads = 4."
+    )

@@ -73,6 +73,34 @@ class Experiment:
         return dict(self.settings)
 
 
+SETTING_NAMES = dict(  # how a setting's key reads on screen
+    gamma="γ", g="γ", gamma_max="largest γ", confidence="draft-confidence stop", max_new_tokens="max new tokens",
+    kind="kind of heads", count="number of heads", per="prompts per category", temps="temperatures",
+    broken="break the algorithm", n="samples", sizes="batch sizes", tokens="tokens per row", shown="result shown",
+    what="run", baseline="also time plain decoding",
+)  # fmt: skip
+
+
+def changes_words(experiment: Experiment) -> str:
+    """What the experiment's button sets, said plainly: the sidebar's settings (every page reads them) apart from
+    this page's own."""
+    sidebar, page = [], []
+    for name, value in experiment.settings:
+        where, _, widget = name.partition(".")
+        shown = "a prompt from the examples" if widget in ("prompt", "request") else value
+        if isinstance(shown, list):
+            shown = ", ".join(str(v) for v in shown)
+        if isinstance(shown, bool):
+            shown = "on" if shown else "off"
+        (sidebar if where == "cfg" else page).append(f"{SETTING_NAMES.get(widget, widget)} = {shown}")
+    parts = []
+    if page:
+        parts.append("on this page " + ", ".join(page))
+    if sidebar:
+        parts.append("in the sidebar, for every page, " + ", ".join(sidebar))
+    return "Sets " + "; and ".join(parts) + "." if parts else "Sets nothing."
+
+
 def _with(base: tuple[tuple[str, object], ...], **changes: object) -> tuple[tuple[str, object], ...]:
     """base with sidebar settings changed: `_with(GREEDY_DEFAULTS, temperature=1.2)`."""
     found = dict(base)
@@ -393,7 +421,7 @@ LEARNING = (
         "learning",
         "Does the traffic drafter learn? Compare its draft tokens accepted per round over the first 5 requests of the "
         "recorded stream with the last 5.",
-        LEARNING_RECORDED + (("learning.what", "stream"),),
+        (),  # the recorded stream above answers it: nothing to set
         "It does: over the first 5 requests the traffic drafter accepted 0.62 draft tokens per round (1.52× the target "
         "alone), over the last 5 5.98 (5.45×), while the draft model went from 2.59 to 2.68 (2.43× to 2.51×). "
         "Its store found a match for 31% of its drafts over the first 5 requests and 94% over the last 5, and held "
@@ -409,7 +437,7 @@ LEARNING = (
         "learning",
         "What happens to the traffic drafter when the stream switches from Python to JavaScript (request 17), "
         "and how fast does it recover?",
-        LEARNING_RECORDED + (("learning.what", "stream"),),
+        (),  # the recorded stream above answers it: nothing to set
         "At request 17 it accepted 0.45 draft tokens per round (its store found a match for 29% of drafts), against "
         "2.96 on average over the 5 Python requests before; the draft model accepted 2.20 there, 2.73 on average "
         "before and 2.92 over the 16 JavaScript requests. The traffic drafter's rolling mean of 3 requests was "
@@ -427,7 +455,7 @@ LEARNING = (
         "learning_bench",
         "learning",
         "On prompts that share nothing, which source does the controller pick, and what does a wrong pick cost?",
-        LEARNING_RECORDED + (("learning.what", "mine"), ("learning.request", TRANSLATION)),
+        (("learning.what", "mine"), ("learning.request", TRANSLATION)),  # this page's form only
         "The draft model, every time: on the 10 bench prompts (two per category) the controller drafted from the "
         "model in all 90 of its drafting rounds, never from traffic or "
         "both, and ran the same rounds as the draft model on 10 of the 10 prompts. Alone, the traffic drafter "

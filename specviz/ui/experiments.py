@@ -37,14 +37,18 @@ def _experiment(experiment: Experiment, number: int) -> None:
     question, button = st.columns([5, 1.3], vertical_alignment="center")
     question.markdown(f"**{number}.** {experiment.question}")
     button.button(
-        "Try it" if experiment.run else "Set it",
+        "Try it" if experiment.run else ("Set it" if experiment.settings else "Show"),
         icon=":material/play_arrow:" if experiment.run else ":material/tune:",
         key=key(experiment.page, f"exp_{experiment.id}"),
         on_click=start_experiment,
         args=(experiment,),
         width="stretch",
-        help="Sets the settings this experiment needs" + (" and starts the run." if experiment.run else "."),
+        help=experiments.changes_words(experiment) + (" Then starts the run." if experiment.run else "")
+        if experiment.settings
+        else "Shows what to look for in what this page shows.",
     )
+    if page_state(experiment.page).experiment == experiment.id and experiment.settings:
+        st.caption(experiments.changes_words(experiment))
     if revealed(experiment):
         st.success(f"**What you should see.** {experiment.observe}\n\n**Why.** {experiment.reason}")
     elif page_state(experiment.page).experiment == experiment.id:
@@ -56,8 +60,7 @@ def experiments_section(page: str) -> None:
     found = experiments.for_page(page)
     if not found:
         return
-    active = page_state(page).experiment is not None
-    with st.expander(f"Guided experiments: {len(found)} questions to answer by doing one thing", expanded=active):
+    with st.expander(f"Guided experiments: {len(found)} questions to answer by doing one thing", expanded=True):
         for number, experiment in enumerate(found, start=1):
             _experiment(experiment, number)
 
@@ -73,4 +76,4 @@ def ten_minute_path() -> None:
                 label=f"{number}. {title}: {experiment.question}",
                 icon=":material/arrow_forward:",
             )
-        st.caption("On each page, open Guided experiments and press the question's button.")
+        st.caption("On each page, Guided experiments sits under the Run button: press the question's button.")
