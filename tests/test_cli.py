@@ -413,3 +413,78 @@ def test_bench_stream_refuses_bad_repeats_before_loading(tmp_path, cli):
     stream.write_text(json.dumps({"requests": [{"prompt": "abc", "phase": "a"}]}))
     result = cli("bench", "--stream", str(stream), "--repeats", "0", *NOT_LOADED)
     assert_one_line(result, "repeats must be between 1 and 20, got 0")
+
+
+# --- issue 44: every case a hostile user found, one line and exit 2 before loading ------------------------------
+
+
+def nested(depth: int) -> str:
+    return '{"requests": ' + "[" * depth + "]" * depth + "}"
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        (nested(100_000), "nested too deeply"),
+        ('{"requests": [{"x": 1}]}', "requests[0]"),
+        ('{"requests": [{"prompt": 5}]}', "requests[0].prompt"),
+        ('{"requests": []}', "requests"),
+        ('{"requests": [{"prompt": "' + "a" * 8001 + '"}]}', "requests[0].prompt"),
+        ('{"code": ["' + "a" * 8001 + '"]}', "request 1 of 1: the prompt is 8001 characters long"),
+        ('{"code": [5]}', "list of prompts"),
+        ('{"requests": [{"prompt": "   "}]}', "request 1 of 1: the prompt is empty"),
+        ("[1, 2]", "expected {'requests'"),
+    ],
+)
+def test_bench_stream_refuses_a_bad_stream_file_before_loading(body, message, tmp_path, cli):
+    stream = tmp_path / "stream.json"
+    stream.write_text(body)
+    assert_one_line(cli("bench", "--stream", str(stream), *NOT_LOADED), message)
+
+
+def test_bench_stream_reads_at_most_a_few_megabytes(cli):
+    assert_one_line(cli("bench", "--stream", "/dev/zero", *NOT_LOADED), "over 4 MB, the most a stream file may hold")
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--stream", ""], "--stream needs a value"),
+        (["--batch", ""], "--batch needs a value"),
+        (["--batch", " "], "--batch needs a value"),
+        (["--compare-drafters", ""], "--compare-drafters needs a value"),
+        (["--batch", "1", "--batch-repeats", "0"], "--batch-repeats must be 1 or more, got 0"),
+        (["--threads", "-1"], "--threads must be between 1 and 1024, got -1"),
+        (["--threads", "0"], "--threads must be between 1 and 1024, got 0"),
+        (["--threads", "-1", "--batch", "1"], "--threads must be between"),
+        (["--threads", "-1", "--compare-drafters", "ngram"], "--threads must be between"),
+        (["--threads", "0", "--stream", "assets/streams/inventory_drift.json"], "--threads must be between"),
+    ],
+)
+def test_bench_modes_refuse_a_bad_argument_before_loading(args, message, cli):
+    assert_one_line(cli("bench", *args, *NOT_LOADED), message)
+
+
+def test_train_heads_refuses_a_seed_torch_cannot_take_before_loading(cli):
+    result = cli("train-heads", "--seed", "99999999999999999999999", "--target", "/nonexistent/model-dir")
+    assert_one_line(result, "--seed must be between 0 and 18446744073709551615")
+    assert_one_line(cli("train-heads", "--seed", "-1", "--target", "/nonexistent/model-dir"), "--seed must be")
+
+
+def test_a_long_trainings_report_keeps_a_curve_the_loader_reads():
+    from specviz.drafters.heads_report import MAX_CURVE, check_report
+    from specviz.training.train import TrainReport, TrainStep, loss_curve
+
+    steps = [TrainStep(i + 1, 1 + i // 10_000, 1.0 / (i + 1), (0.5,)) for i in range(50_001)]
+    curve = loss_curve(steps)
+    assert len(curve) <= MAX_CURVE and curve[-1]["step"] == 50_001 and curve[0]["step"] <= 3
+    assert [p["step"] for p in loss_curve(steps[:5])] == [1, 2, 3, 4, 5]  # a short training keeps every step
+    report = TrainReport(1, 100, 20, 50, 1.0, 1.0, [0.5], [0.7], curve=curve, data="text")
+    assert len(check_report(report.to_dict())["curve"]) == len(curve)
+
+
+@pytest.mark.parametrize("drafter", ["traffic", "controller"])
+def test_generate_with_the_traffic_drafters_runs_to_the_end(drafter, local_pair, cli):
+    result = cli("generate", "--prompt", "abc abc abc", "--drafter", drafter, "--max-new-tokens", "8", *local_pair)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert "--- speculative" in result.stdout

@@ -13,7 +13,7 @@ import torch
 
 from specviz import ROOT
 from specviz.cli.args import add_config_arguments, config_from, output_path, pair_spec, writing
-from specviz.decoding.config import SpecConfig
+from specviz.decoding.config import ConfigError, SpecConfig
 from specviz.lessons.prompts import DEFAULT_PROMPTS, load_prompts
 from specviz.progress import ConsoleProgress
 
@@ -212,10 +212,27 @@ def stream_main(args: argparse.Namespace) -> int:
     return 0
 
 
+MAX_THREADS = 1024
+
+
+def check_modes(args: argparse.Namespace) -> None:
+    """What needs no model, before anything loads: a mode named with nothing after it, --threads and
+    --batch-repeats out of range (torch would refuse the one, the batch's table index the other, after loading)."""
+    for flag in ("--stream", "--batch", "--compare-drafters"):
+        value = getattr(args, flag[2:].replace("-", "_"))
+        if value is not None and not value.strip():
+            raise ConfigError(f"{flag} needs a value; leave it out for the methods' benchmark")
+    if args.threads is not None and not 1 <= args.threads <= MAX_THREADS:
+        raise ConfigError(f"--threads must be between 1 and {MAX_THREADS}, got {args.threads}")
+    if args.batch is not None and args.batch_repeats < 1:
+        raise ConfigError(f"--batch-repeats must be 1 or more, got {args.batch_repeats}")
+
+
 def main(args: argparse.Namespace) -> int:
-    if args.stream:
+    check_modes(args)
+    if args.stream is not None:
         return stream_main(args)
-    if args.batch:
+    if args.batch is not None:
         from .batching import main as batching_main
 
         return batching_main(args, lambda: _load(args), config_from(args), _log)

@@ -16,7 +16,7 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,46 +24,16 @@ from specviz.decoding.config import SpecConfig
 from specviz.decoding.engine import autoregressive_generate, run_to_end
 from specviz.drafters.suffix import TrafficStore
 from specviz.drafters.traffic import controller_memory, restore_controller_memory
-from specviz.errors import UserError
 from specviz.runs import encode, speculative_generate
 from specviz.traces.trace import RoundEvent
+
+from .stream_file import Request, StreamError, load_stream  # noqa: F401 - read strictly there; re-exported
 
 DRAFTERS = ("model", "traffic", "controller")
 WINDOW = 5  # requests averaged at the start, the end, and before a drift
 RECOVERY_SHARE = 0.9  # recovered: back within 10% of the pre-drift level
 ROLLING = 3  # requests in the rolling mean that must come back and stay back
 POSITIONS = 8  # per-position acceptance rates kept
-
-
-class StreamError(UserError, ValueError):
-    """A stream file that is not a list of requests."""
-
-
-@dataclass(frozen=True)
-class Request:
-    prompt: str
-    phase: str
-
-
-def load_stream(path: str | Path, first: int | None = None) -> tuple[str, list[Request]]:
-    """A stream file {"name", "requests": [{"prompt", "phase"}]}, or a prompt file {"category": [prompts]} read as a
-    stream whose phases are its categories; `first`: only the first requests (of a prompt file: of each category)."""
-    try:
-        body = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise StreamError(f"cannot read the stream {path}: {exc}") from None
-    if isinstance(body, dict) and isinstance(body.get("requests"), list):
-        items = body["requests"][:first]
-        requests = [Request(str(r["prompt"]), str(r.get("phase", ""))) for r in items if isinstance(r, dict)]
-        name = str(body.get("name", Path(path).stem))
-    elif isinstance(body, dict) and all(isinstance(v, list) for v in body.values()):
-        requests = [Request(str(p), str(category)) for category, prompts in body.items() for p in prompts[:first]]
-        name = Path(path).stem
-    else:
-        raise StreamError(f"{path}: expected {{'requests': [...]}} or {{'category': [prompts]}}")
-    if not requests or any(not r.prompt.strip() for r in requests):
-        raise StreamError(f"{path}: no requests, or an empty prompt")
-    return name, requests
 
 
 def acceptance_metrics(rounds: list[RoundEvent]) -> dict[str, Any]:

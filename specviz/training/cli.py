@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from specviz.decoding.config import SEED_LIMIT
 from specviz.drafters.heads_file import HeadsError, heads_path, load_heads, save_heads, target_fingerprint
 from specviz.drafters.heads_report import COLLECT_DTYPES
 from specviz.errors import UserError
@@ -74,6 +75,7 @@ def settings_from(args: argparse.Namespace) -> TrainSettings:
         (0 < args.lr < 1, "--lr must be in (0, 1)"),
         (2 <= args.new_tokens <= 4096, "--new-tokens must be between 2 and 4096"),
         (1 <= args.rows <= MAX_ROWS, f"--rows must be between 1 and {MAX_ROWS}"),
+        (0 <= args.seed <= SEED_LIMIT, f"--seed must be between 0 and {SEED_LIMIT}, got {args.seed}"),
     ]
     for ok, message in checks:
         if not ok:

@@ -31,6 +31,7 @@ from .train import (
     TrainStep,
     collect_both,
     lm_head_rows,
+    loss_curve,
     reduced_vocabulary,
     to_reduced,
 )
@@ -175,7 +176,7 @@ def train_eagle(
         train_seconds=round(time.perf_counter() - collected, 1),
         top1=[round(eagle_accuracy(head, heldout_windows, 1), 4)],
         top5=[round(eagle_accuracy(head, heldout_windows, 5), 4)],
-        curve=[{"step": s.step, "epoch": s.epoch, "loss": round(s.loss, 4)} for s in steps],
+        curve=loss_curve(steps),
     )
     report_to("EAGLE head trained", 1.0)
     return head, report

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from specviz.drafters.heads_report import MAX_CURVE
 from specviz.drafters.medusa_heads import MEDUSA_DECAY, MedusaHeads
 from specviz.errors import UserError
 from specviz.models.fastpath import low_precision_copy, native_bfloat16, prepack_linears
@@ -41,6 +42,14 @@ class TrainStep:
     epoch: int
     loss: float
     top1: tuple[float, ...]  # per head, on this batch
+
+
+def loss_curve(steps: list[TrainStep]) -> list[dict]:
+    """The report's loss curve: every step, or for a long training every k-th step back from the last, at most
+    MAX_CURVE points (a longer curve would make the report, and so the saved heads, refused when read back)."""
+    every = -(-len(steps) // MAX_CURVE) or 1
+    kept = steps[::-1][::every][::-1]
+    return [{"step": s.step, "epoch": s.epoch, "loss": round(s.loss, 4)} for s in kept]
 
 
 @dataclass
@@ -349,7 +358,7 @@ def train_medusa(
         train_seconds=round(fitted.seconds, 1),
         top1=[round(a, 4) for a in fitted.top1],
         top5=[round(a, 4) for a in fitted.top5],
-        curve=[{"step": s.step, "epoch": s.epoch, "loss": round(s.loss, 4)} for s in fitted.steps],
+        curve=loss_curve(fitted.steps),
     )
     report_to("heads trained", 1.0)
     return fitted.heads, report
