@@ -452,3 +452,14 @@ def test_set_it_says_what_it_changes_and_where():
     assert experiments.changes_words(experiments.by_id("heads_medusa_k")) == (
         "Sets on this page kind of heads = medusa, number of heads = 4."
     )
+
+
+def test_the_ngram_answer_counts_what_the_recorded_run_shows():
+    """The n-gram answer must not promise whole drafts where few are kept: most rounds draft nothing or are rejected
+    at their first guess, a few keep everything."""
+    rounds = recorded("ngram_rename").rounds
+    whole = [r for r in rounds if r.drafted and r.rejection_index is None]
+    cold = [r for r in rounds if not r.drafted or r.rejection_index == 0]
+    assert 0 < len(whole) <= len(rounds) // 4 and 2 * len(cold) > len(rounds)
+    observe = experiments.by_id("ngram_rename").observe
+    assert "a few of them the whole draft" in observe and "one plain target step" in observe

@@ -139,10 +139,11 @@ STEP = (
     Experiment(
         "ngram_rename",
         "step",
-        "Switch to the n-gram drafter on a task that repeats the prompt (a rename): where are whole drafts kept?",
+        "Switch to the n-gram drafter on a task that repeats the prompt (a rename): which rounds keep its guesses?",
         _with(GREEDY_DEFAULTS, drafter="ngram") + (("step.prompt", RENAME), ("step.baseline", True)),
-        "Rounds inside the copied code keep the whole draft and add a bonus token (★); rounds where the answer "
-        "leaves the prompt (the renamed variable, the end) draft nothing or are rejected at once.",
+        "Only rounds inside the copied code keep guesses, a few of them the whole draft and its bonus token (★); "
+        "where the answer leaves the prompt (the start, the renamed variable) a round finds nothing to copy and is "
+        "one plain target step, or its first guess is rejected. Step with Next and count them.",
         "The n-gram drafter copies what followed the last occurrence of the current words: no model, no cost, "
         "and right exactly where the answer repeats its prompt.",
     ),
