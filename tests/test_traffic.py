@@ -102,11 +102,9 @@ def test_persistence_round_trips(tmp_path):
     store.add([5, 6, 7, 8, 9])
     store.save(tmp_path / "t.json")
     again = TrafficStore()
-    assert again.load(tmp_path / "t.json") == 2
+    assert again.load(tmp_path / "t.json", vocab=10) == 2
     assert list(again.index.sequences.values()) == [[1, 2, 3, 4], [5, 6, 7, 8, 9]]
-    (tmp_path / "bad.json").write_text(json.dumps({"format": "other", "sequences": [[1, 2, 3]]}))
-    assert TrafficStore().load(tmp_path / "bad.json") == 0
-    assert TrafficStore().load(tmp_path / "missing.json") == 0
+    assert TrafficStore().load(tmp_path / "missing.json", vocab=10) == 0  # a file that is not ours: the tests below
 
 
 def test_suffix_index_remove_leaves_no_empty_keys():
@@ -396,3 +394,91 @@ def test_same_rounds_compares_what_was_drafted_and_committed(pair, prompt_ids):
     assert same_rounds(rounds, [r for r in again if hasattr(r, "drafted")])
     shorter = replace(rounds[0], drafted=rounds[0].drafted[:-1])
     assert not same_rounds(rounds, [shorter, *rounds[1:]]) and not same_rounds(rounds, rounds[:-1])
+
+
+# ---------------------------------------------------------------- issue 44: the saved store and poisoning
+
+
+def test_the_saved_store_is_owner_only_and_written_atomically(tmp_path, monkeypatch):
+    import os
+    import stat
+
+    store, path = TrafficStore(), tmp_path / "traffic" / "store.json"
+    store.add([1, 2, 3, 4])
+    store.save(path)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    before = path.read_bytes()
+    store.add([5, 6, 7, 8])
+
+    def interrupted(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(OSError, match="disk full"):
+        store.save(path)
+    assert path.read_bytes() == before and [p.name for p in path.parent.iterdir()] == ["store.json"]  # no half file
+    monkeypatch.undo()
+    again = TrafficStore()
+    assert again.load(path, vocab=10) == 1 and again.load(tmp_path / "none.json", vocab=10) == 0
+
+
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ('{"format": "specviz-traffic", "sequences": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
+        ('{"format": "specviz-traffic", "sequences": [[1, 2, 10]]}', "not a token id below 10"),
+        ('{"format": "specviz-traffic", "sequences": [[1, -2, 3]]}', "not a token id below 10"),
+        ('{"format": "specviz-traffic", "sequences": [[1, true, 3]]}', "not a token id below 10"),
+        ('{"format": "specviz-traffic", "sequences": [[1, 2.0, 3]]}', "not a token id below 10"),
+        ('{"format": "specviz-traffic", "sequences": [[1, 1e999]]}', "not a token id below 10"),
+        ('{"format": "specviz-traffic", "sequences": [[1, ' + "9" * 5000 + "]]}", "not a traffic store file"),
+        ('{"format": "specviz-traffic", "sequences": [[1, 2, 3]], "x": 1}', "expected the fields"),
+        ('{"format": "other", "sequences": []}', "format must be"),
+        ('{"format": "specviz-traffic", "sequences": [1]}', "each sequence must be a list"),
+        ('{"format": "specviz-traffic", "sequences": [[1, 2, 3, 4, 5, 6]]}', "at most 5 tokens"),
+        ("not json", "not a traffic store file"),
+    ],
+)
+def test_a_damaged_saved_store_is_refused_in_one_line(text, why, tmp_path):
+    from specviz.drafters.suffix import TrafficFileError
+
+    path = tmp_path / "store.json"
+    path.write_text(text)
+    store = TrafficStore(max_requests=4, max_tokens=5)
+    with pytest.raises(TrafficFileError, match=why) as refused:
+        store.load(path, vocab=10)
+    assert "\n" not in str(refused.value) and store.requests == 0
+
+
+def test_a_damaged_saved_store_refuses_the_run_until_it_is_dealt_with(pair, monkeypatch, tmp_path):
+    import specviz.drafters.traffic as traffic
+    from specviz.drafters.suffix import MAX_FILE_BYTES, TrafficFileError
+
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
+    monkeypatch.setenv(traffic.PERSIST_ENV, "1")
+    monkeypatch.setattr(traffic, "_STORES", {})
+    path = traffic.persist_path(pair)
+    path.parent.mkdir(parents=True)
+    with path.open("wb") as f:
+        f.truncate(MAX_FILE_BYTES + 1)
+    for _ in range(2):
+        with pytest.raises(TrafficFileError, match="refused .*over 16 MB.*delete it"):
+            runs.run_trace(pair, "1, 2, 3,", SpecConfig(gamma=3, max_new_tokens=4, drafter="traffic"), chat=False)
+    path.unlink()
+    runs.run_trace(pair, "1, 2, 3,", SpecConfig(gamma=3, max_new_tokens=4), chat=False)
+    assert traffic_store(pair).requests == 1 and path.is_file()
+
+
+def test_a_lookup_reads_a_bounded_number_of_occurrences_the_latest_first():
+    from specviz.drafters.suffix import MAX_SCAN
+
+    store = TrafficStore()
+    for _ in range(100):  # a visitor's 200,000 tokens of one repeated token
+        store.add([5] * 2000)
+    live = SuffixIndex()
+    live.extend(-1, [5] * 30)
+    m, found = longest_match([store.index, live], [5] * 30)
+    assert MAX_SCAN <= 512 and m > 2 and len(found) <= 1024  # before issue 44: every one of ~200,000
+    store.add([5, 5, 9, 9])  # the newest occurrence of (5, 5) is read first
+    m, found = longest_match([store.index], [3, 5, 5])
+    assert any(store.index.sequences[sid][e] == 9 for _, sid, e in found)

@@ -5,26 +5,37 @@ SuffixIndex keeps every position e >= 2 of every sequence under the bigram (seq[
 occurrences of a context's longest matched suffix s (|s| = m, at most MAX_MATCH) are then the bigram's positions,
 narrowed one token further back while any remain. These are exactly the leaves below s's node in a suffix tree
 of the sequences, and counting the tokens that follow them gives that node's children's counts; nothing is
-precomputed beyond the positions, so adding or removing a sequence is exact and costs its length.
+precomputed beyond the positions, so adding or removing a sequence is exact and costs its length. A lookup reads
+at most MAX_SCAN of the bigram's positions per index, the most recent first, so repeated text cannot make lookups slow.
 
 TrafficStore holds finished requests (prompt and output) in one SuffixIndex under a least-recently-used cap on
-requests and on tokens; see docs/DESIGN.md, "The traffic drafter".
+requests and on tokens; see docs/DESIGN.md, "The traffic drafter". Its file (save, load) is owner-only, written
+atomically and read as strictly as a trace: a damaged one is a TrafficFileError, one line.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
+import os
+import tempfile
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from specviz.errors import UserError
+
 KEY = 2  # tokens of the index's key: matches shorter than this are not used
 MAX_MATCH = 24  # longest suffix matched (vLLM's suffix_decoding_max_tree_depth is 24)
 MAX_SPEC_FACTOR = 1.0  # draft at most this many tokens per matched token (vLLM's default)
 MIN_TOKEN_PROB = 0.1  # stop drafting when the continuation's count share falls below this (vLLM's default)
+FORMAT = "specviz-traffic"
+MAX_FILE_BYTES = 16 * 2**20  # a full store (200,000 ids of up to 6 digits) is under 1.5 MB
+MAX_SCAN = 512  # occurrences of a bigram a lookup reads per index, the most recent first: repeated text (a visitor's
+# 200,000 tokens of "a") cannot make every later lookup read all of them while it holds the store's lock
 
 Occurrence = tuple["SuffixIndex", int, int]  # (index, sequence id, position of the next token)
 
@@ -34,7 +45,8 @@ class SuffixIndex:
 
     def __init__(self) -> None:
         self.sequences: dict[int, list[int]] = {}
-        self.positions: dict[tuple[int, int], set[tuple[int, int]]] = {}
+        # per bigram, its positions in the order they were added (a dict as an ordered set: the newest last)
+        self.positions: dict[tuple[int, int], dict[tuple[int, int], None]] = {}
 
     @property
     def tokens(self) -> int:
@@ -47,7 +59,7 @@ class SuffixIndex:
             seq.append(int(token))
             e = len(seq) - 1
             if e >= KEY:
-                self.positions.setdefault((seq[e - 2], seq[e - 1]), set()).add((sid, e))
+                self.positions.setdefault((seq[e - 2], seq[e - 1]), {})[(sid, e)] = None
 
     def remove(self, sid: int) -> None:
         """Forget sequence sid and every position it added (exactly: the index is as if it was never added)."""
@@ -55,7 +67,7 @@ class SuffixIndex:
         for e in range(KEY, len(seq)):
             key = (seq[e - 2], seq[e - 1])
             found = self.positions[key]
-            found.discard((sid, e))
+            found.pop((sid, e), None)
             if not found:
                 del self.positions[key]
 
@@ -63,9 +75,14 @@ class SuffixIndex:
         """(sid, e) where the `length` tokens before e equal the context's last `length` tokens."""
         if length < KEY or len(context) < length:
             return []
-        found = self.positions.get((context[-2], context[-1]), set())
+        found = self.positions.get((context[-2], context[-1]), {})
         tail = list(context[-length:])
         return [(sid, e) for sid, e in found if e >= length and self.sequences[sid][e - length : e] == tail]
+
+
+def latest(positions: dict[tuple[int, int], None]) -> list[tuple[int, int]]:
+    """At most MAX_SCAN of a bigram's positions, the most recently added first."""
+    return list(itertools.islice(reversed(positions), MAX_SCAN))
 
 
 def longest_match(indexes: Sequence[SuffixIndex], context: Sequence[int]) -> tuple[int, list[Occurrence]]:
@@ -74,7 +91,7 @@ def longest_match(indexes: Sequence[SuffixIndex], context: Sequence[int]) -> tup
     if len(context) < KEY:
         return 0, []
     found: list[Occurrence] = [
-        (index, sid, e) for index in indexes for sid, e in index.positions.get((context[-2], context[-1]), ())
+        (index, sid, e) for index in indexes for sid, e in latest(index.positions.get((context[-2], context[-1]), {}))
     ]
     m = KEY
     # Narrow one token further back while some occurrences still agree: s grows, its node goes deeper.
@@ -202,24 +219,65 @@ class TrafficStore:
         return {sid: rank for rank, sid in enumerate(self.order)}
 
     def save(self, path: Path) -> None:
-        """Write the requests' ids as JSON, least recently used first (load adds them back in that order)."""
+        """Write the requests' ids as JSON, least recently used first (load adds them back in that order): readable
+        by the owner only (0600, in a 0700 folder), and atomically (a temporary file beside it, then renamed over it,
+        so a reader never sees half a file)."""
         with self.lock:
-            body = {"format": "specviz-traffic", "sequences": [self.index.sequences[sid] for sid in self.order]}
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(body), encoding="utf-8")
-
-    def load(self, path: Path) -> int:
-        """Add the requests of a file save wrote; returns how many (0 when there is none or it is not ours)."""
+            body = {"format": FORMAT, "sequences": [self.index.sequences[sid] for sid in self.order]}
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")  # made 0600
         try:
-            body = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(body, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(temporary, path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+
+    def load(self, path: Path, vocab: int) -> int:
+        """Add the requests of a file save wrote; returns how many (0 when there is none). Anything else is refused
+        with one TrafficFileError line: a file over MAX_FILE_BYTES, JSON that is not save's (nesting, fields, types),
+        more requests or tokens than this store holds, an id at or above `vocab`."""
+        try:
+            with path.open("rb") as f:
+                data = f.read(MAX_FILE_BYTES + 1)
+        except FileNotFoundError:
             return 0
-        if not isinstance(body, dict) or body.get("format") != "specviz-traffic":
-            return 0
-        sequences = body.get("sequences")
-        if not isinstance(sequences, list):
-            return 0
-        valid = [s for s in sequences if isinstance(s, list) and all(type(t) is int and t >= 0 for t in s)]
-        for seq in valid:
+        except OSError as exc:
+            raise TrafficFileError(f"cannot read {path}: {exc.strerror or exc}") from None
+        sequences = _checked(data, self.max_requests, self.max_tokens, vocab)
+        for seq in sequences:
             self.add(seq)
-        return len(valid)
+        return len(sequences)
+
+
+class TrafficFileError(UserError, ValueError):
+    """A saved traffic store that save did not write (damaged, or made by hand)."""
+
+
+def _checked(data: bytes, max_requests: int, max_tokens: int, vocab: int) -> list[list[int]]:
+    """save's JSON, every part checked, before anything joins a store."""
+
+    def expect(ok: bool, why: str) -> None:
+        if not ok:
+            raise TrafficFileError(f"not a traffic store file: {why}")
+
+    expect(len(data) <= MAX_FILE_BYTES, f"it is over {MAX_FILE_BYTES >> 20} MB")
+    try:
+        body = json.loads(data)
+    except RecursionError:
+        raise TrafficFileError("not a traffic store file: the JSON is nested too deeply") from None
+    except ValueError as exc:  # not JSON, not UTF-8, or an integer past int()'s digit limit
+        raise TrafficFileError(f"not a traffic store file: {str(exc)[:120]}") from None
+    expect(isinstance(body, dict) and set(body) == {"format", "sequences"}, "expected the fields format, sequences")
+    expect(body["format"] == FORMAT, f"format must be {FORMAT!r}")
+    sequences = body["sequences"]
+    expect(isinstance(sequences, list) and len(sequences) <= max_requests, f"at most {max_requests} sequences")
+    expect(all(isinstance(seq, list) for seq in sequences), "each sequence must be a list of token ids")
+    expect(sum(map(len, sequences)) <= max_tokens, f"at most {max_tokens:,} tokens in all")
+    for i, seq in enumerate(sequences):
+        bad = next((t for t in seq if type(t) is not int or not 0 <= t < vocab), None)
+        expect(bad is None, f"sequences[{i}] holds {str(bad)[:20]!r}, not a token id below {vocab}")
+    return sequences

@@ -23,12 +23,22 @@ from pathlib import Path
 import torch
 
 from specviz.decoding.costs import RoundCost, RoundCosts
+from specviz.decoding.engine import vocab_width
 from specviz.decoding.proposal import Draft, DraftContext
 from specviz.models.builtin import cache_root
 
 from .controller import FLOOR_Z, ControllerMemory, Source, choose_source, match_bucket, traffic_length
 from .model import ModelDrafter
-from .suffix import MAX_SPEC_FACTOR, MIN_TOKEN_PROB, Proposal, SuffixIndex, TrafficStore, continuation, longest_match
+from .suffix import (
+    MAX_SPEC_FACTOR,
+    MIN_TOKEN_PROB,
+    Proposal,
+    SuffixIndex,
+    TrafficFileError,
+    TrafficStore,
+    continuation,
+    longest_match,
+)
 
 LIVE = -1  # sequence id of the request being generated, in its own SuffixIndex (ranked most recent)
 
@@ -59,10 +69,16 @@ def traffic_store(pair) -> TrafficStore:
     key = store_key(pair)
     with _STORES_GUARD:
         if key not in _STORES:
-            _STORES[key] = TrafficStore()
-            path = persist_path(pair)
+            store, path = TrafficStore(), persist_path(pair)
             if path is not None:
-                _STORES[key].load(path)
+                try:
+                    store.load(path, vocab_width(pair))
+                except TrafficFileError as exc:  # nothing kept: every run says so until the file is dealt with
+                    raise TrafficFileError(
+                        f"the saved traffic store {path} is refused ({exc}): delete it, or start without "
+                        f"{PERSIST_ENV}=1"
+                    ) from None
+            _STORES[key] = store
         return _STORES[key]
 
 
