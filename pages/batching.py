@@ -12,8 +12,9 @@ st.title("Batching: when speculation stops paying")
 st.markdown(
     "Speculative decoding spends spare compute. A batch of requests spends it too. Here B prompts run at once, "
     "plain and speculative (one draft forward per step for the whole batch, one batched verify, each row "
-    "accepted by the ordinary rule and the batch cut to the shortest accepted prefix), and the speed-up is "
-    "measured at each B next to what the measured forward times predict."
+    "accepted by the ordinary rule and keeping what it accepted, as serving engines do), and the speed-up is "
+    "measured at each B and each draft length γ next to what the measured forward times predict; beside it, "
+    "a batch that waits for its slowest row."
 )
 ui.batching_page(ui.settings())
 

@@ -1,9 +1,19 @@
 """The batching benchmark's arithmetic (specviz/bench/batching.py): T(n) between measured points, the predicted
-speed-up, the batch sizes a user may ask for, and the break-even."""
+speed-up, the batch sizes and draft lengths a user may ask for, the same rows at every B, the best gamma and the
+break-even."""
 
 import pytest
 
-from specviz.bench.batching import batch_prompts, break_even, interpolate, parse_batches, predicted_speedup
+from specviz.bench.batching import (
+    batch_prompts,
+    batches_of,
+    best_gamma,
+    break_even,
+    interpolate,
+    parse_batches,
+    parse_gammas,
+    predicted_speedup,
+)
 from specviz.decoding.config import ConfigError
 
 TOKENS = [1, 2, 4, 8]
@@ -41,7 +51,32 @@ def test_prompts_cycle_to_fill_the_batch():
     assert batch_prompts([[1], [2, 3]], 5) == [[1], [2, 3], [1], [2, 3], [1]]
 
 
+def test_every_batch_size_decodes_the_same_rows_first():
+    prompts = [[1], [2], [3], [4], [5]]
+    assert batches_of(prompts, 1, 4) == [[[1]], [[2]], [[3]], [[4]]]  # B = 1: four batches of one
+    assert batches_of(prompts, 2, 4) == [[[1], [2]], [[3], [4]]]
+    assert batches_of(prompts, 8, 4) == [[[1], [2], [3], [4], [5], [1], [2], [3]]]  # one batch, cycled
+
+
+@pytest.mark.parametrize("text, gammas", [("1,2,4", (1, 2, 4)), ("6, 1,1", (1, 6))])
+def test_draft_lengths(text, gammas):
+    assert parse_gammas(text) == gammas
+
+
+@pytest.mark.parametrize("text", ["", "0", "x", "33"])
+def test_bad_draft_lengths(text):
+    with pytest.raises(ConfigError):
+        parse_gammas(text)
+
+
+def test_the_best_gamma_is_0_when_none_pays():
+    entries = [{"gamma": g, "measured_speedup": s} for g, s in [(1, 1.2), (2, 1.5), (4, 1.3)]]
+    assert best_gamma(entries, "measured_speedup") == 2
+    assert best_gamma([dict(e, measured_speedup=0.9) for e in entries], "measured_speedup") == 0
+
+
 def test_break_even_is_the_first_batch_that_loses():
-    rows = [{"batch": b, "measured_speedup": s} for b, s in [(1, 1.8), (2, 1.1), (4, 0.7), (8, 1.01)]]
+    measured = [(1, 1.8), (2, 1.1), (4, 0.7), (8, 1.01)]
+    rows = [{"batch": b, "ragged": {"measured_speedup": s}} for b, s in measured]
     assert break_even(rows) == 4
     assert break_even(rows[:2]) is None

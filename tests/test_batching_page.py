@@ -1,6 +1,6 @@
-"""The Batching page through AppTest, on the tiny pair: a recorded result shows at once (charts, table, the
-break-even reading), a damaged file is refused with a warning, a live run with the user's batch sizes shows as
-"your run", and bad batch sizes give an error, never a traceback."""
+"""The Batching page through AppTest, on the tiny pair: a recorded result shows at once (ragged against min-cut, γ per
+B, the charts, the table, the reading), a damaged file is refused with a warning, a live run with the user's batch
+sizes shows as "your run", and bad batch sizes give an error, never a traceback."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ APP = str(ROOT / "app.py")
 @pytest.fixture(scope="module")
 def tiny_result() -> dict:
     pair = tiny_pair(seed=0, noise=0.02)
-    doc = run_batching(pair, [[5, 6, 7], [8, 9]], SpecConfig(gamma=3, max_new_tokens=8), (1, 2, 4), (1, 2, 4, 8, 16))
+    config = SpecConfig(gamma=3, max_new_tokens=8)
+    doc = run_batching(pair, [[5, 6, 7], [8, 9]], config, (1, 2, 4), (1, 2, 4, 8, 16), 1, gammas=(1, 3), rows=2)
     return json.loads(json.dumps(doc))
 
 
@@ -51,50 +52,78 @@ def chart(at: AppTest, name: str) -> dict:
 def test_the_shipped_result_shows_at_once(monkeypatch):
     at = open_page(monkeypatch, ROOT / "assets")
     assert "recorded" in texts(at)
-    assert len(at.get("plotly_chart")) == 3
+    assert len(at.get("plotly_chart")) == 5
     assert not at.warning
-    even = SHIPPED["break_even_batch"]
-    stop = next(r for r in SHIPPED["rows"] if r["batch"] == even)
-    assert f"**B = {even}: {stop['measured_speedup']:.2f}×**, speculation no longer pays" in texts(at)
+    rows, gamma = SHIPPED["rows"], SHIPPED["gamma"]
+    for row in rows:  # the reading's line for each B is the file's numbers
+        assert f"**B = {row['batch']}: {row['ragged']['measured_speedup']:.2f}×** at γ = {gamma}" in texts(at)
     table = at.dataframe[0].value  # the table is the file's rows
-    assert list(table["B"]) == [r["batch"] for r in SHIPPED["rows"]]
-    assert list(table["measured speed-up"]) == [round(r["measured_speedup"], 2) for r in SHIPPED["rows"]]
-    assert list(table["predicted speed-up"]) == [round(r["predicted_speedup"], 2) for r in SHIPPED["rows"]]
+    assert list(table["B"]) == [r["batch"] for r in rows]
+    assert list(table[f"speed-up, γ = {gamma}"]) == [round(r["ragged"]["measured_speedup"], 2) for r in rows]
+    assert list(table["tokens per row per round"]) == [round(r["ragged"]["tokens_per_round"], 2) for r in rows]
+    assert list(table["… waiting for the slowest row"]) == [round(r["min_cut"]["tokens_per_round"], 2) for r in rows]
+    assert list(table["best γ"]) == [r["best_gamma"] for r in rows]
     traces = {t["name"]: t for t in chart(at, "speedup")["data"]}
-    assert traces["measured (real batched loops)"]["y"] == [r["measured_speedup"] for r in SHIPPED["rows"]]
-    marker = traces[f"speculation stops paying: B = {even}"]
-    assert marker["x"] == [even, even]  # in data units: the break-even B itself, not its log
+    ragged = traces[f"every row keeps what it accepted, γ = {gamma}"]
+    assert ragged["y"] == [r["ragged"]["measured_speedup"] for r in rows]
+    assert traces[f"the batch waits for its slowest row, γ = {gamma}"]["y"] == [
+        r["min_cut"]["measured_speedup"] for r in rows
+    ]
+    even = SHIPPED["break_even_batch"]
+    if even is not None:
+        marker = traces[f"speculation stops paying at γ = {gamma}: B = {even}"]
+        assert marker["x"] == [even, even]  # in data units: the break-even B itself, not its log
+    lengths = {t["name"]: t["y"] for t in chart(at, "rounds")["data"]}
+    assert lengths["every row keeps what it accepted"] == [r["ragged"]["tokens_per_round"] for r in rows]
 
 
 def test_the_forward_cost_axes_label_every_tick_in_full(monkeypatch):
     """Plotly's own log ticks read "5" and "2" for 0.5 s and 0.2 s; every tick says its value and unit."""
     at = open_page(monkeypatch, ROOT / "assets")
     layout = chart(at, "curve")["layout"]
-    assert layout["yaxis"]["ticktext"][:3] == ["0.2 s", "0.5 s", "1 s"]
-    assert layout["yaxis"]["tickvals"][:3] == [0.2, 0.5, 1.0]
+    assert layout["yaxis"]["ticktext"][:3] == ["0.1 s", "0.2 s", "0.5 s"]
+    assert layout["yaxis"]["tickvals"][:3] == [0.1, 0.2, 0.5]
     assert layout["xaxis"]["tickvals"] == [1, 2, 4, 8, 16, 32, 64, 128, 256]
 
 
-def with_rows(doc: dict, **changes: list) -> dict:
-    """doc with the named fields of its rows replaced, one value per row."""
-    rows = [dict(row, **{name: values[i] for name, values in changes.items()}) for i, row in enumerate(doc["rows"])]
+def with_ragged(doc: dict, **changes: list) -> dict:
+    """doc with the named fields of its rows' ragged entries replaced, one value per row."""
+    rows = [
+        dict(row, ragged=dict(row["ragged"], **{name: values[i] for name, values in changes.items()}))
+        for i, row in enumerate(doc["rows"])
+    ]
     return dict(doc, rows=rows)
 
 
 def test_the_reading_names_the_factor_that_ended_the_gain():
     from specviz.markup.batching import reading
 
-    words = reading(SHIPPED)  # this CPU: the rounds shrink from 3.2 to 1.33 tokens per row by B = 4
-    assert "The shorter rounds end the gain here" in words and "from 3.20 to 1.33 tokens per row" in words
-    assert "- **B = 2: 1.00×**: it only breaks even." in words
-    assert "the curve's is 39% off here" in words  # 0.84× predicted against 0.60× measured
-    steady = with_rows(SHIPPED, tokens_per_round=[3.2] * 5)  # the same yield at every B: only the cost can grow
-    steady = with_rows(steady, curve_verify_seconds=[0.356, 0.8, 1.6, 2.0, 3.0])
+    rows = SHIPPED["rows"]
+    words = reading(SHIPPED)
+    first, last = rows[0], rows[-1]
+    assert (
+        f"Every row keeps what it accepted: {first['ragged']['tokens_per_round']:.2f} tokens per row per round at "
+        f"B = 1, {last['ragged']['tokens_per_round']:.2f} at B = {last['batch']}" in words
+    )
+    assert f"{last['min_cut']['tokens_per_round']:.2f} at B = {last['batch']}." in words
+    assert (
+        "Measured best: "
+        + ", ".join(
+            ("off" if r["best_gamma"] == 0 else f"γ = {r['best_gamma']}") + f" at B = {r['batch']}" for r in rows
+        )
+        in words
+    )
+    n = len(rows)
+    stop = dict(with_ragged(SHIPPED, measured_speedup=[2.0] + [0.8] * (n - 1)), break_even_batch=rows[1]["batch"])
+    steady = with_ragged(stop, tokens_per_round=[3.2] * n)  # the same yield at every B: only the cost can grow
+    steady = with_ragged(steady, curve_verify_seconds=[rows[0]["curve_step_seconds"]] + [9.0] * (n - 1))
     words = reading(steady)
-    assert "The verify's cost ends the gain here" in words and "shorter rounds" not in words
-    assert "39% off" not in reading(with_rows(SHIPPED, predicted_speedup=[2.0, 1.0, 0.62, 0.45, 0.33]))
+    assert "The verify's cost ends the gain here" in words and "Acceptance ends" not in words
+    shrinking = with_ragged(stop, tokens_per_round=[3.2] + [1.1] * (n - 1))
+    shrinking = with_ragged(shrinking, curve_verify_seconds=[r["curve_step_seconds"] for r in rows])
+    assert "Acceptance ends the gain here" in reading(shrinking)
     never = dict(SHIPPED, break_even_batch=None)
-    assert "it still pays here" in reading(never) and "no longer pays" not in reading(never)
+    assert "it still pays at γ" in reading(never) and "no longer pays" not in reading(never)
 
 
 def test_a_damaged_file_is_refused_and_the_good_one_shows(monkeypatch, tmp_path, tiny_result):
@@ -102,7 +131,7 @@ def test_a_damaged_file_is_refused_and_the_good_one_shows(monkeypatch, tmp_path,
     (tmp_path / "batching_cuda.json").write_text('{"format": "specviz-batching", "version": 1, "rows": "x"}')
     at = open_page(monkeypatch, tmp_path)
     assert any("cuda" in w.value and "not a usable" in w.value for w in at.warning)
-    assert "recorded" in texts(at) and len(at.get("plotly_chart")) == 3
+    assert "recorded" in texts(at) and len(at.get("plotly_chart")) == 5
     table = at.dataframe[0].value
     assert list(table["B"]) == [1, 2, 4]
 

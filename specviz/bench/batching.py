@@ -2,11 +2,13 @@
 
 Measured, per device: T(n), the target's KV-cached forward over n new tokens (one row), n = 1..256; per batch size
 B the target's forward over [B, 1] (a plain step) and over [B, gamma + 1] (a verify), and the draft's step over
-[B, 1]; then the real batched loops (specviz.decoding.batch) at each B, plain and speculative, greedy, to the same
-length.
-Predicted speed-up at B, from the measured times and the measured round length L (tokens per row per round, the
-cut at the shortest accepted prefix included):
-    speed-up(B) = L * T(B) / (gamma * t_draft(B) + T(B * (gamma + 1)))
+[B, 1]; then the real batched loops (specviz.decoding.batch) at each B, greedy, to the same length, over the same
+rows at every B up to --batch-rows (so a row's acceptance is the same at every B): plain; ragged (every row keeps
+what it accepted) at each gamma of the sweep; min-cut (the batch waits for its slowest row) at the fixed gamma.
+Predicted speed-up at B and gamma, from T(n), the draft's step and the round length L (tokens per row per round):
+    speed-up(B, g) = L * T(B) / (g * t_draft(B) + T(B * (g + 1)))
+with L measured (the comparison with the measured speed-up), or L = E(a, g) from the acceptance a measured at the
+fixed gamma (the prediction that picks the best gamma at each B before the others are measured)
 (docs/DESIGN.md, "Batching").
 """
 
@@ -21,19 +23,31 @@ import torch
 
 from specviz import ROOT
 from specviz.cli.args import output_path, writing
-from specviz.decoding.batch import MAX_BATCH, BatchCache, batch_plain, batch_speculative, left_padded
-from specviz.decoding.config import ConfigError, SpecConfig
-from specviz.decoding.engine import synchronize, vocab_width
+from specviz.decoding.batch import (
+    MAX_BATCH,
+    MIN_CUT,
+    RAGGED,
+    BatchCache,
+    BatchResult,
+    batch_plain,
+    batch_speculative,
+    left_padded,
+)
+from specviz.decoding.config import GAMMA_LIMIT, ConfigError, SpecConfig
+from specviz.decoding.costs import expected_tokens
+from specviz.decoding.engine import autoregressive_generate, run_to_end, synchronize, vocab_width
 from specviz.lessons.prompts import load_prompts
-from specviz.runs import encode
+from specviz.runs import encode, speculative_generate
 
 from .environment import device_name, is_prepacked, now, transformers_version
 
 BATCHING_FORMAT = "specviz-batching"
-BATCHING_VERSION = 1
+BATCHING_VERSION = 2
 CURVE_TOKENS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 160, 192, 224, 256)
 GPU_CURVE_TOKENS = CURVE_TOKENS + (384, 512, 768, 1024, 1536, 2048, 3072, 4096)
 DEFAULT_BATCHES = (1, 2, 4, 8, 16)
+DEFAULT_GAMMAS = (1, 2, 3, 4, 6)  # the sweep at each B (the fixed --gamma joins it)
+DEFAULT_ROWS = 4  # every B decodes at least these rows (B = 1: four batches of one)
 
 
 def median(values: Sequence[float]) -> float:
@@ -112,32 +126,109 @@ def batch_prompts(prompts: Sequence[Sequence[int]], size: int) -> list[list[int]
     return [list(prompts[i % len(prompts)]) for i in range(size)]
 
 
-def measure_batch(pair, prompts: Sequence[Sequence[int]], config: SpecConfig, curve: dict, repeats: int) -> dict:
-    """One row of the table: the times at this B, both real loops, the measured and predicted speed-ups."""
-    size, gamma = len(prompts), config.gamma
-    costs = batch_costs(pair, prompts, gamma, repeats)
-    plain = batch_plain(pair, prompts, config, stop_at_eos=False)
-    spec = batch_speculative(pair, prompts, config, stop_at_eos=False)
-    length = spec.tokens_per_round
-    t_step = interpolate(curve["tokens"], curve["seconds"], size)
-    t_verify = interpolate(curve["tokens"], curve["seconds"], size * (gamma + 1))
+def batches_of(prompts: Sequence[Sequence[int]], size: int, rows: int) -> list[list[list[int]]]:
+    """Batches of `size` rows, consecutive over the cycled prompts, enough of them to hold at least `rows` rows."""
+    count = max(1, -(-rows // size))
+    cycled = batch_prompts(prompts, size * count)
+    return [cycled[i * size : (i + 1) * size] for i in range(count)]
+
+
+def run_all(batches: list[list[list[int]]], run: Callable[[list[list[int]]], BatchResult]) -> dict:
+    """One method over every batch of this B: its tokens, seconds and rounds together, and its tokens per row."""
+    results = [run(batch) for batch in batches]
+    row_rounds = [n for r in results for n in r.row_rounds]
+    accepted, rejected = sum(r.accepted for r in results), sum(r.rejected for r in results)
+    seconds, tokens = sum(r.seconds for r in results), sum(r.tokens for r in results)
+    return {
+        "token_ids": [ids for r in results for ids in r.token_ids],
+        "tokens": tokens,
+        "seconds": seconds,
+        "tokens_per_second": tokens / seconds,
+        "rounds": sum(r.rounds for r in results),
+        "tokens_per_round": sum(row_rounds) / len(row_rounds) if row_rounds else 1.0,
+        "acceptance": accepted / (accepted + rejected) if accepted + rejected else 0.0,
+    }
+
+
+def speculative_entry(method: dict, gamma: int, plain: dict, times: dict, acceptance: float | None) -> dict:
+    """One speculative method at this B: measured against plain, predicted from the curve with its own round length
+    and, given an acceptance, with E(a, gamma)."""
+    verify = times["verify"](gamma)
+    entry = {k: v for k, v in method.items() if k != "token_ids"}
+    entry.update(
+        gamma=gamma,
+        measured_speedup=method["tokens_per_second"] / plain["tokens_per_second"],
+        curve_verify_seconds=verify,
+        predicted_speedup=predicted_speedup(method["tokens_per_round"], gamma, times["step"], verify, times["draft"]),
+    )
+    if acceptance is not None:
+        e = expected_tokens(acceptance, gamma)
+        entry["expected_speedup"] = predicted_speedup(e, gamma, times["step"], verify, times["draft"])
+    return entry
+
+
+def single_row_engine(pair, batches: list[list[list[int]]], config: SpecConfig) -> dict:
+    """B = 1 through the single-row engine (runs.speculative_generate, the engine's baseline) on the same prompts:
+    its speed-up, which the batched path at B = 1 should equal. Decoding seconds only (the prompt pass excluded)."""
+    spent = {"speculative": [0, 0.0], "plain": [0, 0.0]}
+    for (prompt,) in batches:
+        for name, events in (
+            ("plain", autoregressive_generate(pair, prompt, config)),
+            ("speculative", speculative_generate(pair, prompt, config)),
+        ):
+            summary = run_to_end(events)[1]
+            spent[name][0] += summary.new_tokens
+            spent[name][1] += summary.seconds - summary.prefill_seconds
+    rates = {name: tokens / seconds for name, (tokens, seconds) in spent.items()}
+    return {
+        "plain_tokens_per_second": rates["plain"],
+        "speculative_tokens_per_second": rates["speculative"],
+        "measured_speedup": rates["speculative"] / rates["plain"],
+    }
+
+
+def best_gamma(entries: Sequence[dict], field: str) -> int:
+    """The gamma whose speed-up (measured or predicted) is highest; 0 when none beats plain decoding."""
+    best = max(entries, key=lambda e: e[field])
+    return best["gamma"] if best[field] > 1.0 else 0
+
+
+def measure_batch(
+    pair, prompts: Sequence[Sequence[int]], size: int, config: SpecConfig, curve: dict, settings: dict
+) -> dict:
+    """One row of the table: the times at this B, plain, ragged at every gamma, min-cut at the fixed one."""
+    gamma, rows = config.gamma, settings["rows"]
+    batches = batches_of(prompts, size, rows)
+    costs = batch_costs(pair, batches[0], gamma, settings["repeats"])
+    at = {"step": interpolate(curve["tokens"], curve["seconds"], size), "draft": costs["draft_step_seconds"]}
+    at["verify"] = lambda g: interpolate(curve["tokens"], curve["seconds"], size * (g + 1))
+    plain = run_all(batches, lambda b: batch_plain(pair, b, config, stop_at_eos=False))
+
+    def spec(g: int, rule: str) -> dict:
+        return run_all(batches, lambda b: batch_speculative(pair, b, replace(config, gamma=g), False, rule))
+
+    fixed = spec(gamma, RAGGED)
+    acceptance = fixed["acceptance"]
+    sweep = {g: fixed if g == gamma else spec(g, RAGGED) for g in settings["gammas"]}
+    gammas = [speculative_entry(sweep[g], g, plain, at, acceptance) for g in sorted(sweep)]
+    ragged = next(e for e in gammas if e["gamma"] == gamma)
     return {
         "batch": size,
-        "tokens": plain.tokens,
-        "tokens_per_round": length,
-        "rounds": spec.rounds,
-        "greedy_identical": plain.token_ids == spec.token_ids if config.greedy else None,
-        "plain_seconds": plain.seconds,
-        "speculative_seconds": spec.seconds,
-        "plain_tokens_per_second": plain.tokens / plain.seconds,
-        "speculative_tokens_per_second": spec.tokens / spec.seconds,
-        "measured_speedup": (spec.tokens / spec.seconds) / (plain.tokens / plain.seconds),
-        "curve_step_seconds": t_step,
-        "curve_verify_seconds": t_verify,
-        "predicted_speedup": predicted_speedup(length, gamma, t_step, t_verify, costs["draft_step_seconds"]),
-        "predicted_speedup_batch_shapes": predicted_speedup(
-            length, gamma, costs["target_step_seconds"], costs["verify_seconds"], costs["draft_step_seconds"]
-        ),
+        "batches": len(batches),
+        "tokens": plain["tokens"],
+        "plain_seconds": plain["seconds"],
+        "plain_tokens_per_second": plain["tokens_per_second"],
+        "acceptance": acceptance,
+        "greedy_identical": all(m["token_ids"] == plain["token_ids"] for m in sweep.values())
+        if config.greedy
+        else None,
+        "curve_step_seconds": at["step"],
+        "ragged": ragged,
+        "min_cut": speculative_entry(spec(gamma, MIN_CUT), gamma, plain, at, None),
+        "single_row_engine": single_row_engine(pair, batches, config) if size == 1 else None,
+        "gammas": gammas,
+        "best_gamma": best_gamma(gammas, "measured_speedup"),
+        "predicted_best_gamma": best_gamma(gammas, "expected_speedup"),
         **costs,
     }
 
@@ -150,19 +241,22 @@ def run_batching(
     curve_tokens: Sequence[int] = CURVE_TOKENS,
     repeats: int = 3,
     log: Callable[[str], None] = lambda message: None,
+    gammas: Sequence[int] = DEFAULT_GAMMAS,
+    rows: int = DEFAULT_ROWS,
 ) -> dict:
     """The whole measurement as a JSON-ready document (format specviz-batching)."""
     config = replace(config, schedule="constant", alternatives=0, lookahead=0).validate()
-    longest = max(batches)
+    sweep = sorted({*gammas, config.gamma})
     log(f"T(n): the target over n = {curve_tokens[0]}..{curve_tokens[-1]} new tokens")
     seconds = forward_curve(pair, prompts[0], curve_tokens, repeats)
     curve = {"tokens": list(curve_tokens), "seconds": seconds}
     warm = replace(config, max_new_tokens=min(4, config.max_new_tokens))
-    batch_speculative(pair, batch_prompts(prompts, min(2, longest)), warm)  # warm-up: first-call costs
-    rows = []
+    batch_speculative(pair, batch_prompts(prompts, min(2, max(batches))), warm)  # warm-up: first-call costs
+    table = []
     for size in batches:
-        log(f"B = {size}: costs, plain and speculative loops")
-        rows.append(measure_batch(pair, batch_prompts(prompts, size), config, curve, repeats))
+        log(f"B = {size}: costs; plain, ragged at gamma {', '.join(map(str, sweep))}, min-cut at {config.gamma}")
+        settings = {"rows": rows, "repeats": repeats, "gammas": sweep}
+        table.append(measure_batch(pair, prompts, size, config, curve, settings))
     return {
         "format": BATCHING_FORMAT,
         "version": BATCHING_VERSION,
@@ -175,13 +269,15 @@ def run_batching(
         "draft_quantized": pair.names.get("draft_quantized", "?"),
         "target_prepacked": is_prepacked(pair.target),
         "gamma": config.gamma,
+        "gammas": sweep,
+        "rows_per_batch_size": rows,
         "temperature": config.temperature,
         "max_new_tokens": config.max_new_tokens,
         "prompts": len(prompts),
         "prompt_tokens": [len(p) for p in prompts],
         "curve": curve,
-        "rows": rows,
-        "break_even_batch": break_even(rows),
+        "rows": table,
+        "break_even_batch": break_even(table),
         "torch": torch.__version__,
         "transformers": transformers_version(),
         "measured_at": now(),
@@ -189,27 +285,51 @@ def run_batching(
 
 
 def break_even(rows: Sequence[dict]) -> int | None:
-    """The smallest measured B at which speculation no longer pays (measured speed-up below 1), or None."""
-    return next((row["batch"] for row in rows if row["measured_speedup"] < 1.0), None)
+    """The smallest measured B at which ragged speculation at the fixed gamma no longer pays (below 1x), or None."""
+    return next((row["batch"] for row in rows if row["ragged"]["measured_speedup"] < 1.0), None)
+
+
+def _by_gamma(row: dict, field: str) -> str:
+    return "  ".join(f"{e['gamma']}: {e[field]:.2f}x" for e in row["gammas"])
 
 
 def format_batching(doc: dict) -> str:
+    g = doc["gamma"]
     lines = [
         f"Batched speculative decoding ({doc['device_name']}, {doc['threads']} threads; {doc['target']} <- "
-        f"{doc['draft']}; gamma {doc['gamma']}, {doc['max_new_tokens']} new tokens per row, temperature "
-        f"{doc['temperature']})",
-        "    B  tok/round  plain tok/s  spec tok/s  measured  predicted  (batch shapes)  T(B) s  T(B(g+1)) s  "
-        "draft(B) s  identical",
+        f"{doc['draft']}; {doc['max_new_tokens']} new tokens per row, at least {doc['rows_per_batch_size']} rows at "
+        f"every B, temperature {doc['temperature']})",
+        f"Tokens per row per round and speed-up over plain decoding at gamma {g}: ragged (every row keeps what it "
+        "accepted) and min-cut (the batch waits for its slowest row); predicted from T(n), the draft step and L",
+        "    B  rows  plain tok/s  accept  ragged tok/row/round  speed-up  predicted  min-cut tok/row/round  speed-up"
+        "  predicted  identical",
     ]
     for row in doc["rows"]:
+        ragged, cut = row["ragged"], row["min_cut"]
         lines.append(
-            f"  {row['batch']:3d}  {row['tokens_per_round']:9.2f}  {row['plain_tokens_per_second']:11.2f}  "
-            f"{row['speculative_tokens_per_second']:10.2f}  {row['measured_speedup']:7.2f}x  "
-            f"{row['predicted_speedup']:8.2f}x  {row['predicted_speedup_batch_shapes']:13.2f}x  "
-            f"{row['curve_step_seconds']:6.3f}  {row['curve_verify_seconds']:11.3f}  {row['draft_step_seconds']:10.3f}"
-            f"  {row['greedy_identical']}"
+            f"  {row['batch']:3d}  {row['batches'] * row['batch']:4d}  {row['plain_tokens_per_second']:11.2f}  "
+            f"{row['acceptance']:6.2f}  {ragged['tokens_per_round']:20.2f}  {ragged['measured_speedup']:7.2f}x  "
+            f"{ragged['predicted_speedup']:8.2f}x  {cut['tokens_per_round']:21.2f}  {cut['measured_speedup']:7.2f}x  "
+            f"{cut['predicted_speedup']:8.2f}x  {row['greedy_identical']}"
         )
-    lines.append(f"  break-even: {doc['break_even_batch'] or 'not reached'} (first B with measured speed-up < 1)")
+    lines.append(f"  break-even: {doc['break_even_batch'] or 'not reached'} (first B with ragged at gamma {g} < 1x)")
+    lines.append("Gamma by batch size (ragged): measured speed-up; predicted from L measured; expected from E(a, g)")
+    for row in doc["rows"]:
+        best = max(row["gammas"], key=lambda e: e["measured_speedup"])
+        lines += [
+            f"  B = {row['batch']:3d}  best gamma measured {row['best_gamma']} ({best['measured_speedup']:.2f}x), "
+            f"predicted {row['predicted_best_gamma']} (a = {row['acceptance']:.2f})",
+            f"      measured   {_by_gamma(row, 'measured_speedup')}",
+            f"      predicted  {_by_gamma(row, 'predicted_speedup')}",
+            f"      expected   {_by_gamma(row, 'expected_speedup')}",
+        ]
+    single = doc["rows"][0].get("single_row_engine")
+    if single:
+        lines.append(
+            f"  B = 1 through the single-row engine: {single['measured_speedup']:.2f}x "
+            f"({single['speculative_tokens_per_second']:.2f} against {single['plain_tokens_per_second']:.2f} tok/s); "
+            f"the batched path: {doc['rows'][0]['ragged']['measured_speedup']:.2f}x"
+        )
     lines.append("  T(n), the target's forward over n new tokens of one row:")
     t1 = doc["curve"]["seconds"][0]
     for n, t in zip(doc["curve"]["tokens"], doc["curve"]["seconds"], strict=True):
@@ -223,12 +343,21 @@ def add_batch_arguments(parser) -> None:
         "--batch",
         default=None,
         metavar="SIZES",
-        help="batched mode, e.g. 1,2,4,8,16: T(n), batched plain vs speculative at each batch size (fixed --gamma)",
+        help="batched mode, e.g. 1,2,4,8,16: T(n); plain, ragged and min-cut at each batch size; gamma per B",
     )
     parser.add_argument(
         "--batch-out", default=None, metavar="PATH", help="batched mode's JSON (default: assets/batching_<device>.json)"
     )
     parser.add_argument("--batch-repeats", type=int, default=3, help="batched mode: timed samples per forward")
+    parser.add_argument(
+        "--batch-gammas",
+        default=",".join(map(str, DEFAULT_GAMMAS)),
+        metavar="GAMMAS",
+        help="batched mode: the draft lengths tried at each batch size (the fixed --gamma joins them)",
+    )
+    parser.add_argument(
+        "--batch-rows", type=int, default=DEFAULT_ROWS, help="batched mode: rows decoded at every batch size, at least"
+    )
 
 
 def parse_batches(text: str) -> tuple[int, ...]:
@@ -242,9 +371,22 @@ def parse_batches(text: str) -> tuple[int, ...]:
     return tuple(sizes)
 
 
+def parse_gammas(text: str) -> tuple[int, ...]:
+    """ "1,2,4" -> (1, 2, 4): distinct draft lengths from 1 to GAMMA_LIMIT, ascending."""
+    try:
+        gammas = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise ConfigError(f"--batch-gammas takes comma-separated whole numbers, got {text!r}") from None
+    if not gammas or gammas[0] < 1 or gammas[-1] > GAMMA_LIMIT:
+        raise ConfigError(f"draft lengths must be between 1 and {GAMMA_LIMIT}, got {text!r}")
+    return tuple(gammas)
+
+
 def main(args, pair_loader: Callable[[], tuple], settings: SpecConfig, log: Callable[[str], None]) -> int:
     """python -m specviz bench --batch 1,2,4,8,16: measure, print the table, write the JSON."""
-    batches = parse_batches(args.batch)
+    batches, gammas = parse_batches(args.batch), parse_gammas(args.batch_gammas)
+    if not 1 <= args.batch_rows <= MAX_BATCH:
+        raise ConfigError(f"--batch-rows must be between 1 and {MAX_BATCH}, got {args.batch_rows}")
     if args.threads:
         torch.set_num_threads(args.threads)
     categories = [c.strip() for c in args.categories.split(",") if c.strip()]
@@ -257,7 +399,9 @@ def main(args, pair_loader: Callable[[], tuple], settings: SpecConfig, log: Call
     path = output_path(args.batch_out or default, "--batch-out", make_parents=True)  # checked before the loading
     pair, _ = pair_loader()
     prompts = [encode(pair, text, chat=not args.raw) for text in texts]
-    doc = run_batching(pair, prompts, settings, batches, repeats=args.batch_repeats, log=log)
+    doc = run_batching(
+        pair, prompts, settings, batches, repeats=args.batch_repeats, log=log, gammas=gammas, rows=args.batch_rows
+    )
     print(format_batching(doc))
     with writing(path, "--batch-out"):
         path.write_text(json.dumps(doc, indent=1), encoding="utf-8")

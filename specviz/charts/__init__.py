@@ -7,7 +7,13 @@ tokens orange, accepted green, rejected red, bonus blue, plain decoding slate.
 from specviz.markup import visible  # token text with its whitespace made visible (and clipped)
 
 from .base import COLORS, FONT
-from .batching import forward_cost_figure, speedup_vs_batch_figure, throughput_figure
+from .batching import (
+    batch_gamma_figure,
+    forward_cost_figure,
+    round_length_figure,
+    speedup_vs_batch_figure,
+    throughput_figure,
+)
 from .learning import learning_figure
 from .runs import (
     gamma_figure,
@@ -23,6 +29,7 @@ from .theory import expected_tokens_figure, optimal_gamma_map, speedup_figure, v
 __all__ = [
     "COLORS",
     "FONT",
+    "batch_gamma_figure",
     "expected_tokens_figure",
     "forward_cost_figure",
     "gamma_figure",
@@ -32,6 +39,7 @@ __all__ = [
     "next_token_figure",
     "optimal_gamma_map",
     "position_figure",
+    "round_length_figure",
     "progress_figure",
     "speedup_figure",
     "speedup_vs_batch_figure",

@@ -1,5 +1,6 @@
 """The Batching page's figures, from a checked batching result (specviz.traces.batching): speed-up against the batch
-size (measured and predicted, the break-even marked), throughput of both methods, and the verify-cost curve T(n)."""
+size (ragged and min-cut, measured and predicted, the best gamma at each B, the break-even marked), tokens per row per
+round of both rules, speed-up against gamma at each B, throughput, and the verify-cost curve T(n)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,6 @@ import math
 import plotly.graph_objects as go
 
 from .base import COLORS, _layout
-
-PREDICTIONS = (  # (row field, what it is predicted from, colour, dash)
-    ("predicted_speedup", "the curve T(n), draft step and round length", "p", "dash"),
-    ("predicted_speedup_batch_shapes", "this batch's own timed step, verify and draft step", "q", "dot"),
-)
 
 
 def log_ticks(values: list[float], label: str) -> dict:
@@ -34,62 +30,143 @@ def _batches(doc: dict) -> list[int]:
     return [row["batch"] for row in doc["rows"]]
 
 
+def _line(fig: go.Figure, x: list, y: list, name: str, color: str, dash: str = "solid", hover: str = "") -> None:
+    fig.add_scatter(
+        x=x,
+        y=y,
+        name=name,
+        mode="lines+markers",
+        line=dict(color=color, width=3 if dash == "solid" else 2, dash=dash),
+        hovertemplate=hover or f"B = %{{x}}: {name} %{{y:.2f}}×<extra></extra>",
+    )
+
+
+def _batch_axis(fig: go.Figure, batches: list[int]) -> None:
+    fig.update_xaxes(title_text="batch size B", type="log", tickvals=batches, ticktext=[str(b) for b in batches])
+
+
 def speedup_vs_batch_figure(doc: dict) -> go.Figure:
-    """Latency speed-up (speculative tokens/s over plain tokens/s, per row) against B, with the prediction."""
-    batches = _batches(doc)
+    """Latency speed-up (speculative tokens/s over plain tokens/s, per row) against B: ragged and min-cut at the fixed
+    gamma, measured and predicted from T(n), and ragged at the best gamma measured at each B."""
+    batches, rows, gamma = _batches(doc), doc["rows"], doc["gamma"]
     fig = go.Figure()
-    for field, source, color, dash in PREDICTIONS:
-        fig.add_scatter(
-            x=batches,
-            y=[row[field] for row in doc["rows"]],
-            name=f"predicted from {source}",
-            mode="lines+markers",
-            line=dict(color=COLORS[color], width=2, dash=dash),
-            hovertemplate=f"B = %{{x}}: predicted from {source} %{{y:.2f}}×<extra></extra>",
-        )
+    for key, label, color in (
+        ("ragged", "every row keeps what it accepted", "speculative"),
+        ("min_cut", "the batch waits for its slowest row", "rejected"),
+    ):
+        _line(fig, batches, [r[key]["measured_speedup"] for r in rows], f"{label}, γ = {gamma}", COLORS[color])
+        _line(fig, batches, [r[key]["predicted_speedup"] for r in rows], f"{label}: predicted", COLORS[color], "dot")
+    best = [max(r["gammas"], key=lambda e: e["measured_speedup"]) for r in rows]
     fig.add_scatter(
         x=batches,
-        y=[row["measured_speedup"] for row in doc["rows"]],
-        name="measured (real batched loops)",
-        mode="lines+markers",
-        line=dict(color=COLORS["measured"], width=3),
-        marker=dict(size=9),
-        hovertemplate="B = %{x}: measured %{y:.2f}×<extra></extra>",
+        y=[e["measured_speedup"] for e in best],
+        text=[f"γ = {e['gamma']}" for e in best],
+        name="every row keeps what it accepted, best γ at each B",
+        mode="lines+markers+text",
+        textposition="top center",
+        line=dict(color=COLORS["accepted"], width=3),
+        hovertemplate="B = %{x}: %{y:.2f}× at %{text}<extra></extra>",
     )
     fig.add_hline(y=1.0, line=dict(color="#94a3b8", dash="dot"), annotation_text="no speed-up")
     even = doc.get("break_even_batch")
     if even is not None:  # a trace, not a shape: its x is in data units on a log axis too
-        top = max(max(row["measured_speedup"], row["predicted_speedup"]) for row in doc["rows"])
+        top = max(max(r["ragged"]["measured_speedup"], r["ragged"]["predicted_speedup"]) for r in rows)
         fig.add_scatter(
             x=[even, even],
             y=[0.0, top],
-            name=f"speculation stops paying: B = {even}",
+            name=f"speculation stops paying at γ = {gamma}: B = {even}",
             mode="lines",
             line=dict(color=COLORS["rejected"], dash="dash", width=2),
-            hovertemplate=f"B = {even}: the first batch size measured below 1×<extra></extra>",
+            hovertemplate=f"B = {even}: the first batch size measured below 1× at γ = {gamma}<extra></extra>",
         )
-    fig.update_xaxes(title_text="batch size B", type="log", tickvals=batches, ticktext=[str(b) for b in batches])
+    _batch_axis(fig, batches)
     fig.update_yaxes(title_text="speed-up over plain decoding", rangemode="tozero")
-    return _layout(fig, "Latency speed-up against the batch size", height=400)
+    return _layout(fig, "Latency speed-up against the batch size", height=420)
+
+
+def round_length_figure(doc: dict) -> go.Figure:
+    """Tokens per row per round against B: ragged stays, min-cut shrinks."""
+    batches, rows = _batches(doc), doc["rows"]
+    fig = go.Figure()
+    _line(
+        fig,
+        batches,
+        [r["ragged"]["tokens_per_round"] for r in rows],
+        "every row keeps what it accepted",
+        COLORS["speculative"],
+        hover="B = %{x}: %{y:.2f} tokens per row per round<extra></extra>",
+    )
+    _line(
+        fig,
+        batches,
+        [r["min_cut"]["tokens_per_round"] for r in rows],
+        "the batch waits for its slowest row",
+        COLORS["rejected"],
+        hover="B = %{x}: %{y:.2f} tokens per row per round<extra></extra>",
+    )
+    _batch_axis(fig, batches)
+    fig.update_yaxes(title_text="tokens per row per round", rangemode="tozero")
+    return _layout(fig, f"What a round yields per row, γ = {doc['gamma']}", height=400)
+
+
+def batch_gamma_figure(doc: dict) -> go.Figure:
+    """Speed-up against gamma, one line per B (ragged, measured), the predicted best gamma of each B marked."""
+    fig = go.Figure()
+    palette = ["#4f46e5", "#0d9488", "#ea580c", "#db2777", "#64748b", "#16a34a", "#2563eb", "#9ca3af"]
+    for i, row in enumerate(doc["rows"]):
+        color = palette[i % len(palette)]
+        entries = row["gammas"]
+        _line(
+            fig,
+            [e["gamma"] for e in entries],
+            [e["measured_speedup"] for e in entries],
+            f"B = {row['batch']}",
+            color,
+            hover=f"B = {row['batch']}, γ = %{{x}}: %{{y:.2f}}× measured<extra></extra>",
+        )
+        chosen = next((e for e in entries if e["gamma"] == row["predicted_best_gamma"]), None)
+        if chosen is not None:
+            fig.add_scatter(
+                x=[chosen["gamma"]],
+                y=[chosen["measured_speedup"]],
+                name=f"B = {row['batch']}: the predicted best γ",
+                mode="markers",
+                marker=dict(color=color, size=14, symbol="star"),
+                showlegend=i == 0,
+                legendgroup="predicted",
+                hovertemplate=f"B = {row['batch']}: predicted best γ = %{{x}}<extra></extra>",
+            )
+    fig.add_hline(y=1.0, line=dict(color="#94a3b8", dash="dot"))
+    gammas = doc["gammas"]
+    fig.update_xaxes(title_text="draft length γ", tickvals=gammas, ticktext=[str(g) for g in gammas])
+    fig.update_yaxes(title_text="speed-up over plain decoding (measured)", rangemode="tozero")
+    return _layout(fig, "Which γ pays at each batch size (★ the prediction's pick)", height=420)
 
 
 def throughput_figure(doc: dict) -> go.Figure:
-    """Total tokens per second of the whole batch, both methods, against B."""
-    batches = _batches(doc)
+    """Total tokens per second of the whole batch against B: plain, ragged at the fixed gamma and at the best."""
+    batches, rows = _batches(doc), doc["rows"]
     fig = go.Figure()
-    for name, field, color in (
-        ("plain decoding", "plain_tokens_per_second", COLORS["plain"]),
-        ("speculative decoding", "speculative_tokens_per_second", COLORS["speculative"]),
-    ):
-        fig.add_scatter(
-            x=batches,
-            y=[row[field] for row in doc["rows"]],
-            name=name,
-            mode="lines+markers",
-            line=dict(color=color, width=3),
-            hovertemplate="B = %{x}: %{y:.1f} tokens/s<extra></extra>",
-        )
-    fig.update_xaxes(title_text="batch size B", type="log", tickvals=batches, ticktext=[str(b) for b in batches])
+    hover = "B = %{x}: %{y:.1f} tokens/s<extra></extra>"
+    _line(fig, batches, [r["plain_tokens_per_second"] for r in rows], "plain decoding", COLORS["plain"], hover=hover)
+    _line(
+        fig,
+        batches,
+        [r["ragged"]["tokens_per_second"] for r in rows],
+        f"speculative, γ = {doc['gamma']}",
+        COLORS["speculative"],
+        hover=hover,
+    )
+    best = [max(r["gammas"], key=lambda e: e["measured_speedup"]) for r in rows]
+    _line(
+        fig,
+        batches,
+        [e["tokens_per_second"] for e in best],
+        "speculative, best γ at each B",
+        COLORS["accepted"],
+        hover=hover,
+    )
+    _batch_axis(fig, batches)
     fig.update_yaxes(title_text="tokens per second, whole batch", rangemode="tozero")
     return _layout(fig, "Throughput against the batch size", height=400)
 
@@ -119,7 +196,7 @@ def forward_cost_figure(doc: dict) -> go.Figure:
     gamma = doc["gamma"]
     fig.add_scatter(
         x=[row["batch"] * (gamma + 1) for row in doc["rows"]],
-        y=[row["curve_verify_seconds"] for row in doc["rows"]],
+        y=[row["ragged"]["curve_verify_seconds"] for row in doc["rows"]],
         text=[f"B = {row['batch']}" for row in doc["rows"]],
         name=f"a verify at batch B: n = B × (γ + 1), γ = {gamma}",
         mode="markers+text",

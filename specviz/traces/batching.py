@@ -18,7 +18,7 @@ from specviz.errors import UserError, refusal
 from .check import MAX_NOTE_CHARS, Fields, Float, Int, Many, Str
 
 FORMAT = "specviz-batching"
-VERSION = 1
+VERSION = 2  # 2: ragged and min-cut rows, the gamma sweep per batch size (issue 45)
 MAX_FILE_BYTES = 1 << 20  # a real result is about 10 kB
 MAX_ROWS = 32  # batch sizes in one result
 MAX_CURVE_POINTS = 256
@@ -27,7 +27,7 @@ MAX_SECONDS = 86_400.0
 MAX_TEXT = 200  # names, versions, dates
 MAX_PROMPTS = 10_000
 MAX_PROMPT_TOKENS = 8192
-MAX_KEYS = 64  # fields of one object (a row has 17)
+MAX_KEYS = 64  # fields of one object (a row has 18)
 
 
 class BatchingFileError(UserError, ValueError):
@@ -49,24 +49,46 @@ class _Curve(Fields):
     seconds: Many(_SECONDS, MAX_CURVE_POINTS, read_as=list)
 
 
-class _Row(Fields):
-    batch: Int(1, MAX_BATCH)
-    tokens: Int(1, MAX_BATCH * MAX_NEW_TOKENS_LIMIT)
-    rounds: Int(1, MAX_NEW_TOKENS_LIMIT)
+class _Speculative(Fields):
+    """One speculative method at one batch size (ragged at a gamma, or min-cut at the fixed one)."""
+
+    gamma: Int(1, GAMMA_LIMIT)
+    tokens: Int(1, MAX_BATCH * MAX_BATCH * MAX_NEW_TOKENS_LIMIT)
+    seconds: _SECONDS
+    tokens_per_second: _RATE
+    rounds: Int(1, MAX_BATCH * MAX_NEW_TOKENS_LIMIT)
     tokens_per_round: Annotated[float, Field(gt=0.0, le=GAMMA_LIMIT + 1.0)]  # at most gamma + 1: below
-    greedy_identical: bool | None = None
-    plain_seconds: _SECONDS
-    speculative_seconds: _SECONDS
-    curve_step_seconds: _SECONDS
+    acceptance: Float(0.0, 1.0)
+    measured_speedup: _RATE
     curve_verify_seconds: _SECONDS
-    target_step_seconds: _SECONDS
-    verify_seconds: _SECONDS
-    draft_step_seconds: _SECONDS
+    predicted_speedup: _RATE
+    expected_speedup: _RATE | None = None  # from E(a, gamma): the ragged sweep only
+
+
+class _Engine(Fields):
     plain_tokens_per_second: _RATE
     speculative_tokens_per_second: _RATE
     measured_speedup: _RATE
-    predicted_speedup: _RATE
-    predicted_speedup_batch_shapes: _RATE
+
+
+class _Row(Fields):
+    batch: Int(1, MAX_BATCH)
+    batches: Int(1, MAX_BATCH)
+    tokens: Int(1, MAX_BATCH * MAX_BATCH * MAX_NEW_TOKENS_LIMIT)
+    plain_seconds: _SECONDS
+    plain_tokens_per_second: _RATE
+    acceptance: Float(0.0, 1.0)
+    greedy_identical: bool | None = None
+    curve_step_seconds: _SECONDS
+    target_step_seconds: _SECONDS
+    verify_seconds: _SECONDS
+    draft_step_seconds: _SECONDS
+    ragged: _Speculative
+    min_cut: _Speculative
+    gammas: Many(_Speculative, GAMMA_LIMIT, min_len=1, read_as=list)
+    best_gamma: Int(0, GAMMA_LIMIT)
+    predicted_best_gamma: Int(0, GAMMA_LIMIT)
+    single_row_engine: _Engine | None = None
 
 
 class _Batching(Fields):
@@ -83,6 +105,8 @@ class _Batching(Fields):
     measured_at: _TEXT
     threads: Int(1, 4096)
     gamma: Int(1, GAMMA_LIMIT)
+    gammas: Many(Int(1, GAMMA_LIMIT), GAMMA_LIMIT, min_len=1, read_as=list)
+    rows_per_batch_size: Int(1, MAX_BATCH)
     max_new_tokens: Int(1, MAX_NEW_TOKENS_LIMIT)
     temperature: Float(0.0, 100.0)
     prompts: Int(1, MAX_PROMPTS)
@@ -127,13 +151,28 @@ def check_batching(data: Any) -> dict:
     expect(len(tokens) == len(seconds), "curve.tokens and curve.seconds must have the same length")
     expect(2 <= len(tokens), f"curve must have 2 to {MAX_CURVE_POINTS} points")
     expect(all(a < b for a, b in zip(tokens, tokens[1:], strict=False)), "curve.tokens must increase")
-    for length in (row["tokens_per_round"] for row in out["rows"]):
-        expect(1.0 <= length <= out["gamma"] + 1, f"rows.tokens_per_round must be from 1 to gamma + 1, got {length}")
+    for row in out["rows"]:
+        _check_row(row, out)
     batches = [row["batch"] for row in out["rows"]]
     expect(all(a < b for a, b in zip(batches, batches[1:], strict=False)), "rows.batch must increase")
     even = out["break_even_batch"]
     expect(even is None or even in batches, "break_even_batch must be null or one of the rows' batch sizes")
     return out
+
+
+def _check_row(row: dict, doc: dict) -> None:
+    """A row's parts agree: its sweep is the file's gammas, ragged and min-cut at the fixed gamma, the ragged entry
+    one of the sweep's, best gammas among them (or 0: none pays), each round at most gamma + 1 tokens per row."""
+    gamma, gammas = doc["gamma"], doc["gammas"]
+    expect(gamma in gammas, "gamma must be one of gammas")
+    expect([e["gamma"] for e in row["gammas"]] == gammas, "rows.gammas must be the file's gammas, in order")
+    expect(row["ragged"]["gamma"] == gamma and row["min_cut"]["gamma"] == gamma, "rows.ragged and rows.min_cut: gamma")
+    expect(row["ragged"] == row["gammas"][gammas.index(gamma)], "rows.ragged must be the sweep's entry at gamma")
+    for name in ("best_gamma", "predicted_best_gamma"):
+        expect(row[name] == 0 or row[name] in gammas, f"rows.{name} must be 0 or one of gammas")
+    for entry in (*row["gammas"], row["min_cut"]):
+        length = entry["tokens_per_round"]
+        expect(1.0 <= length <= entry["gamma"] + 1, f"rows.tokens_per_round must be from 1 to gamma + 1, got {length}")
 
 
 def load_batching(path: str | Path) -> dict:

@@ -106,21 +106,49 @@ def show_result(doc: dict, recorded: bool) -> None:
     st.markdown(words.reading(doc))
     left, right = st.columns(2)
     left.plotly_chart(charts.speedup_vs_batch_figure(doc), key=key(PAGE, "speedup"), config=NO_BAR)
+    right.plotly_chart(charts.round_length_figure(doc), key=key(PAGE, "rounds"), config=NO_BAR)
+    left, right = st.columns(2)
+    left.plotly_chart(charts.batch_gamma_figure(doc), key=key(PAGE, "gammas"), config=NO_BAR)
     right.plotly_chart(charts.throughput_figure(doc), key=key(PAGE, "throughput"), config=NO_BAR)
     st.plotly_chart(charts.forward_cost_figure(doc), key=key(PAGE, "curve"), config=NO_BAR)
-    st.dataframe([table_row(row, doc["gamma"]) for row in doc["rows"]], hide_index=True, key=key(PAGE, "table"))
+    st.dataframe(
+        [table_row(row, doc["gamma"]) for row in doc["rows"]],
+        hide_index=True,
+        key=key(PAGE, "table"),
+        column_config=TABLE_HELP,
+    )
+
+
+TABLE_HELP = {
+    "acceptance rate": st.column_config.NumberColumn(help="drafts accepted over drafts checked, at the fixed γ"),
+    "tokens per row per round": st.column_config.NumberColumn(
+        help="mean acceptance length per row: what one round commits to one row, bonus or correction included; "
+        "every row keeps what it accepted"
+    ),
+    "… waiting for the slowest row": st.column_config.NumberColumn(
+        help="the same when every row keeps only the batch's shortest accepted prefix (min-cut)"
+    ),
+}
 
 
 def table_row(row: dict, gamma: int) -> dict:
+    ragged, cut = row["ragged"], row["min_cut"]
+    best = max(row["gammas"], key=lambda e: e["measured_speedup"])
     return {
         "B": row["batch"],
-        "mean acceptance length": round(row["tokens_per_round"], 2),
+        "rows": row["batch"] * row["batches"],
+        "acceptance rate": round(row["acceptance"], 2),
+        "tokens per row per round": round(ragged["tokens_per_round"], 2),
+        "… waiting for the slowest row": round(cut["tokens_per_round"], 2),
+        f"speed-up, γ = {gamma}": round(ragged["measured_speedup"], 2),
+        "predicted": round(ragged["predicted_speedup"], 2),
+        "speed-up waiting for the slowest row": round(cut["measured_speedup"], 2),
+        "best γ": row["best_gamma"],
+        "its speed-up": round(best["measured_speedup"], 2),
+        "predicted best γ": row["predicted_best_gamma"],
         "plain tok/s": round(row["plain_tokens_per_second"], 1),
-        "speculative tok/s": round(row["speculative_tokens_per_second"], 1),
-        "measured speed-up": round(row["measured_speedup"], 2),
-        "predicted speed-up": round(row["predicted_speedup"], 2),
         "T(B) s": round(row["curve_step_seconds"], 4),
-        f"T(B·{gamma + 1}) s": round(row["curve_verify_seconds"], 4),
+        f"T(B·{gamma + 1}) s": round(ragged["curve_verify_seconds"], 4),
         "draft step s": round(row["draft_step_seconds"], 4),
         "greedy identical": row["greedy_identical"],
     }
