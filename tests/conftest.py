@@ -23,6 +23,7 @@ REAL = "tests/real/"
 ONE_WORKER = {  # test module: why its tests share one worker
     "test_browser.py": "browser",  # the tiny_app server, started once
     "test_narrow_window.py": "browser",
+    "test_layout.py": "browser",
     "test_gpu_check.py": "the GPU rehearsal, run once for its three tests (70 s)",
     "test_structure.py": "every module imported alone in a fresh interpreter (16 s)",
     "test_batching_file.py": "a batching measurement on the tiny pair (10 s)",

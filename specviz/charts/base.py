@@ -37,7 +37,7 @@ def _layout(fig: go.Figure, title: str | None = None, height: int = 320, **kwarg
         template="plotly_white",
         font=FONT,
         height=height,
-        margin=dict(l=10, r=10, t=48 if title else 16, b=10),
+        margin=dict(l=10, r=10, t=48 if title else 32, b=10),  # room for a subplot title or an annotation on top
         title=dict(text=title, x=0, xanchor="left", font=dict(size=15)) if title else None,
         legend=dict(orientation="h", yanchor="top", y=-0.28, xanchor="left", x=0.0),
         **kwargs,

@@ -30,7 +30,7 @@ def learning_figure(rows: list[dict[str, Any]], title: str | None = None) -> go.
         cols=1,
         shared_xaxes=True,
         vertical_spacing=0.08,
-        subplot_titles=("draft tokens accepted per round", "speed-up over the target"),  # short: a narrow panel
+        subplot_titles=("accepted per round", "speed-up over the target"),  # short: a narrow panel
         specs=[[{"secondary_y": True}], [{}]],
     )
     x = [r["index"] + 1 for r in rows]

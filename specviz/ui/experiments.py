@@ -71,9 +71,8 @@ def ten_minute_path() -> None:
         for number, experiment_id in enumerate(experiments.PATH, start=1):
             experiment = experiments.by_id(experiment_id)
             title = experiments.PAGE_TITLES[experiment.page]
-            st.page_link(
-                experiments.PAGE_FILES[experiment.page],
-                label=f"{number}. {title}: {experiment.question}",
-                icon=":material/arrow_forward:",
+            st.page_link(  # the page's name only: a whole question was cut off in a narrow window
+                experiments.PAGE_FILES[experiment.page], label=f"{number}. {title}", icon=":material/arrow_forward:"
             )
+            st.caption(experiment.question)
         st.caption("On each page, Guided experiments sits under the Run button: press the question's button.")
