@@ -41,7 +41,7 @@ LETTERS = string.ascii_lowercase + " "
 def test_local_pair_loads_with_names_quantized_draft_and_pad_token(tmp_path):
     target = save_tiny(tmp_path / "target", LETTERS, seed=0)
     draft = save_tiny(tmp_path / "draft", LETTERS, seed=1)
-    pair = load_pair(PairSpec(target=str(target), draft=str(draft), device="cpu"))
+    pair = load_pair(PairSpec(target=str(target), draft=str(draft), device="cpu", precision="fp32"))
 
     assert pair.names == {
         "target": str(target),
@@ -50,6 +50,7 @@ def test_local_pair_loads_with_names_quantized_draft_and_pad_token(tmp_path):
         "dtype": "float32",
         "draft_quantized": "int8",
         "target_kernels": "oneDNN prepacked",
+        "precision": "fp32",
     }
     assert pair.dtype == torch.float32 and pair.device == torch.device("cpu")
     assert not pair.target.training and not pair.draft.training
@@ -103,6 +104,32 @@ def test_madvise_populate_reads_a_file_in_pieces(tmp_path):
     with open(data, "rb") as handle:
         assert _madvise_populate(handle.fileno(), data.stat().st_size, piece=64 << 10)
         assert handle.read() == bytes(range(256)) * 4096
+
+
+@pytest.mark.parametrize("precision", ["bf16", "int8", "auto"])
+def test_a_local_pair_in_each_precision_is_near_the_float32_one(tmp_path, precision):
+    """bf16 and int8 targets are other targets (rounded weights): near float32's next-token distributions, with
+    their own Linear layers; auto is bf16 where the CPU runs it natively, else int8. The draft stays float32 int8."""
+    from specviz.models.fastpath import PrepackedLinear, native_bfloat16, prepack_available
+    from specviz.models.precision import Int8Linear, default_precision
+
+    target = save_tiny(tmp_path / "target", LETTERS, seed=0)
+    draft = save_tiny(tmp_path / "draft", LETTERS, seed=1)
+    reference = load_pair(PairSpec(target=str(target), draft=str(draft), device="cpu", precision="fp32"))
+    pair = load_pair(PairSpec(target=str(target), draft=str(draft), device="cpu", precision=precision))
+    chosen = default_precision(native_bfloat16(torch.device("cpu"))) if precision == "auto" else precision
+    assert pair.names["precision"] == chosen and pair.dtype == torch.bfloat16
+    kind = Int8Linear if chosen == "int8" else (PrepackedLinear if prepack_available() else torch.nn.Linear)
+    assert not any(type(m) is torch.nn.Linear for m in pair.target.modules()) or kind is torch.nn.Linear
+    assert any(isinstance(m, kind) for m in pair.target.modules())
+    ids = torch.tensor([pair.tokenizer("abc abc")["input_ids"]])
+    with torch.inference_mode():
+        p = torch.log_softmax(reference.target(ids).logits.float(), -1)
+        q = torch.log_softmax(pair.target(ids).logits.float(), -1)
+        drafted = pair.draft(ids).logits
+    kl = (p.exp() * (p - q)).sum(-1).mean()
+    assert kl < 0.05  # another target, close to the reference
+    assert drafted.dtype == torch.float32  # the int8 draft takes float32 input whatever the target's precision
 
 
 def test_quantization_can_be_turned_off_and_no_draft_needs_only_the_target(tmp_path):
@@ -334,7 +361,7 @@ def test_prepare_is_atomic_and_runs_once(site, tmp_path, monkeypatch):
     assert not builtin.is_converted(model, root) and not builtin.converted_dir(model, root).exists()
     assert [p.name for p in root.iterdir() if not p.name.endswith(".lock")] == []
 
-    def fake_convert(gguf, out, model, progress=None):
+    def fake_convert(gguf, out, form, stage=None):
         calls.append(gguf.read_bytes() == b"".join(CHUNKS))
         (out / "model.safetensors").write_bytes(b"weights")
 
@@ -347,7 +374,7 @@ def test_prepare_is_atomic_and_runs_once(site, tmp_path, monkeypatch):
 
 
 def fake_convert(calls: list[bool], delay: float = 0.0):
-    def convert(gguf, out, model, progress=None):
+    def convert(gguf, out, form, stage=None):
         calls.append(gguf.read_bytes() == b"".join(CHUNKS))
         time.sleep(delay)
         (out / "model.safetensors").write_bytes(b"weights")
@@ -381,7 +408,7 @@ def test_a_stale_or_foreign_cache_is_converted_again_and_replaced(site, tmp_path
 
 def test_too_little_free_space_is_refused_before_any_copying(site, tmp_path, monkeypatch):
     model = fake_parts(site, CHUNKS)
-    need = model.size + model.converted_size + (256 << 20)
+    need = model.size + model.form_size(builtin.default_form(model)) + (256 << 20)
     monkeypatch.setattr(builtin.shutil, "disk_usage", lambda path: shutil_usage(free=need - 1))
     monkeypatch.setattr(builtin, "assemble", lambda *args, **kwargs: pytest.fail("copied with no room"))
     with pytest.raises(
@@ -391,7 +418,7 @@ def test_too_little_free_space_is_refused_before_any_copying(site, tmp_path, mon
     ):
         builtin.prepare_model(model, tmp_path / "cache")
     monkeypatch.setattr(builtin.shutil, "disk_usage", lambda path: shutil_usage(free=need))
-    builtin.check_free_space(model, tmp_path)  # exactly enough is enough
+    builtin.check_free_space(model, tmp_path, builtin.default_form(model))  # exactly enough is enough
 
 
 def shutil_usage(free: int):

@@ -22,7 +22,14 @@ class PeakMemory:
 
     def __init__(self, device: torch.device):
         self.device = device
+        self.loading_peak = self._vm_hwm()  # the process's peak so far (loading the pair), before any reset
         self.per_method = self._can_reset()
+        self.highest = self.loading_peak or 0
+
+    def process_peak(self) -> int | None:
+        """The process's high-water mark from its start (loading included): the larger of the peak before the
+        first reset and every stretch's since (None where /proc cannot tell)."""
+        return self.highest or None
 
     @staticmethod
     def _can_reset() -> bool:
@@ -50,6 +57,7 @@ class PeakMemory:
 
     def read(self) -> dict[str, int | None]:
         rss = self._vm_hwm() if self.per_method else None
+        self.highest = max(self.highest, rss or 0)
         if rss is None:
             scale = 1 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB on Linux
             rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale

@@ -92,6 +92,8 @@ def _notes(doc: dict[str, Any]) -> list[str]:
         f"bookkeeping for the trace: {_f(bookkeeping, '.2f')}% of our speculative runs' time; "
         f"Leviathan's prediction with a free verify: {_f(o.get('leviathan_speedup'), suffix='x')}",
         f"peak resident memory per method{per}: {mem}",
+        f"peak resident memory of the whole process, loading the pair included (VmHWM): "
+        f"{_gib(doc.get('process_peak_rss_bytes'))}",
     ]
 
 

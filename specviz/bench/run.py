@@ -175,6 +175,7 @@ def _document(loop: _Loop, prompts: dict[str, list[str]], elapsed: float) -> dic
             "timing": "tokens/s = new tokens / (wall seconds - the target's prompt pass, timed alone); e2e includes it",
             "memory_per_method": loop.memory.per_method,
         },
+        "process_peak_rss_bytes": loop.memory.process_peak(),  # VmHWM from the start: loading the pair included
         "verify_curve": loop.curve,
         "categories": {c: summary([r for r in runs if r.category == c]) for c in prompts},
         "overall": summary(runs),

@@ -32,6 +32,13 @@ def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
     parser.add_argument(
+        "--precision",
+        default="auto",
+        choices=["auto", "fp32", "bf16", "int8"],
+        help="the target's weights on the CPU: bf16 (auto where the CPU runs it natively; half of fp32's memory), "
+        "fp32 (the exact reference), int8 (the least memory, slower checks)",
+    )
+    parser.add_argument(
         "--no-quantize-draft", action="store_true", help="keep the draft in float on CPU (default: int8 Linear layers)"
     )
     parser.add_argument(
@@ -102,6 +109,7 @@ def pair_spec(args: argparse.Namespace) -> PairSpec:
         target=args.target,
         draft=draft,
         device=args.device,
+        precision=args.precision,
         quantize_draft=False if args.no_quantize_draft else None,
         trust_remote_code=args.trust_remote_code,
     )

@@ -39,6 +39,7 @@ class Distributions:
     temperature: float
     top_k: int
     top_p: float
+    precision: str = "fp32"  # the target's weights (models.precision): each precision is its own p
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,8 @@ def next_token_distributions(
     p, q = rows
     top = set(torch.topk(p, min(64, width)).indices.tolist()) | set(torch.topk(q, min(64, width)).indices.tolist())
     texts = {i: pair.token_text(i) for i in top}
-    return Distributions(p, q, texts, len(ids), config.temperature, config.top_k, config.top_p)
+    precision = pair.names.get("precision", "fp32")
+    return Distributions(p, q, texts, len(ids), config.temperature, config.top_k, config.top_p, precision)
 
 
 def total_variation(x: torch.Tensor, y: torch.Tensor) -> float:

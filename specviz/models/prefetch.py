@@ -55,16 +55,19 @@ def _madvise_populate(fd: int, size: int, piece: int) -> bool:
         libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
     except (OSError, AttributeError):
         return False
-    address = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_PRIVATE, fd, 0)
-    if address is None or address == ctypes.c_void_p(-1).value:
-        return False
-    try:
-        for start in range(0, size, piece):
-            if libc.madvise(address + start, min(piece, size - start), madv_populate_read) != 0:
+    # One piece mapped at a time: populated pages count in this process's memory while they are mapped, and a
+    # whole 3.5 GB file mapped at once would add that much to the loading's peak (the page cache keeps them anyway).
+    for start in range(0, size, piece):  # piece is a multiple of the page size, so every offset is aligned
+        length = min(piece, size - start)
+        address = libc.mmap(None, length, mmap.PROT_READ, mmap.MAP_PRIVATE, fd, start)
+        if address is None or address == ctypes.c_void_p(-1).value:
+            return start > 0
+        try:
+            if libc.madvise(address, length, madv_populate_read) != 0:
                 return start > 0  # refused at once: an older kernel (the caller reads instead)
-        return True
-    finally:
-        libc.munmap(address, size)
+        finally:
+            libc.munmap(address, length)
+    return True
 
 
 def physical_memory() -> int:

@@ -171,6 +171,8 @@ def _identity(trace: Trace) -> None:
             "identical; tiny floating-point differences between a batched verify pass and single steps can "
             "flip a near-tie between two tokens."
         )
+    if identity.checked:
+        st.caption(markup.precision_note(trace.pair if isinstance(trace.pair, dict) else {}))
     else:
         st.info(
             "With temperature > 0 the two runs draw different random samples, so their texts differ; "

@@ -36,10 +36,24 @@ PRESET_HELP = (
 )
 MAX_UI_SEED = (1 << 53) - 1  # the largest integer a browser number box holds exactly
 QUANTIZE = {"auto (int8 on CPU)": None, "on (int8)": True, "off": False}
+PRECISIONS = {
+    "auto (bfloat16 where the CPU is fast at it)": "auto",
+    "bfloat16: half the memory": "bf16",
+    "float32: the exact reference": "fp32",
+    "int8: the least memory": "int8",
+}
+PRECISION_HELP = (
+    "How the target's weights are held on a CPU. float32 is the models' exact weights and takes the most memory "
+    "(about 8 GB for the built-in pair). bfloat16 rounds each weight to 3 significant digits: half the memory "
+    "and faster where the CPU has bfloat16 instructions. int8 keeps 256 levels per row of weights: the least "
+    "memory (under 3 GB), with slower checks of the draft. Each is its own target: speculative decoding gives "
+    "exactly that target's output. On a GPU the weights are bfloat16."
+)
 DEFAULTS: dict[str, Any] = {
     "preset": next(iter(PRESETS)),
     "device": "auto",
     "quantize": next(iter(QUANTIZE)),
+    "precision": next(iter(PRECISIONS)),
     "custom_target": "",
     "custom_draft": "",
     "custom_applied": None,
@@ -92,7 +106,11 @@ def _pair_spec() -> PairSpec | None:
         if choice is None:
             return None
     return PairSpec(
-        target=choice[0], draft=choice[1], device=_value("device"), quantize_draft=QUANTIZE[_value("quantize")]
+        target=choice[0],
+        draft=choice[1],
+        device=_value("device"),
+        quantize_draft=QUANTIZE[_value("quantize")],
+        precision=PRECISIONS[_value("precision")],
     )
 
 
@@ -138,6 +156,7 @@ def _pair_section() -> PairSpec | None:
             placeholder="e.g. Qwen/Qwen2.5-0.5B-Instruct",
         )
         st.button("Load this pair", on_click=_apply_custom, key=cfg("apply"), width="stretch")
+    st.selectbox("Precision of the weights", list(PRECISIONS), key=cfg("precision"), help=PRECISION_HELP)
     with st.expander("Device and loading", expanded=False):
         st.selectbox("Device", ["auto", "cpu", "cuda", "mps"], key=cfg("device"))
         st.selectbox(
