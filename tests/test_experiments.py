@@ -132,13 +132,19 @@ def test_the_theory_experiments_numbers_are_the_formulas():
     formula = break_even(lambda a: theory.speedup(a, 8, 0.16))
     assert round(theory.measured_cost_ratio(CURVE), 2) == gamma8.values["theory.c"] == 0.16
     assert measured == gamma8.values["theory.a"] == 0.61
-    assert theory.measured_speedup(0.61, 8, CURVE) == pytest.approx(1.0, abs=0.02)
-    assert f"a = {measured:.2f}" in gamma8.observe and f"a = {formula:.2f}" in gamma8.observe
+    assert theory.measured_speedup(0.61, 8, CURVE) == pytest.approx(1.0, abs=0.02) and formula < measured
+    # the two metrics the Theory page shows at a = 0.61, γ 8, c = 0.16
+    assert f"a = {measured:.2f} the Speed-up, measured times shows {theory.measured_speedup(0.61, 8, CURVE):.2f}×" in (
+        gamma8.observe
+    )
+    assert f"Speed-up, which counts a verify as one plain step, still shows {theory.speedup(0.61, 8, 0.16):.2f}×" in (
+        " ".join(gamma8.observe.split())
+    )
 
     cheap = experiments.by_id("cheap_draft")
     best = theory.optimal_gamma(0.9, 0.05, 16)
     assert best == cheap.values["theory.g"] == 13
-    assert f"optimal γ is {best}" in cheap.observe and f"{theory.speedup(0.9, best, 0.05):.1f}×" in cheap.observe
+    assert f"optimal γ is {best}" in cheap.observe and f"{theory.speedup(0.9, best, 0.05):.2f}×" in cheap.observe
 
     prose = experiments.by_id("prose_gamma")
     assert theory.optimal_gamma(0.6, 0.16, 16) == 2 and theory.measured_optimal_gamma(0.6, CURVE, 16) == 3
@@ -203,13 +209,11 @@ def test_the_numbers_quoted_are_the_recorded_runs():
     assert f"against {pct(code.summary.acceptance_rate)} greedy" in observe
     slow = recorded("prose_long")
     observe = experiments.by_id("prose_long").observe
-    assert f"acceptance rate was {pct(slow.summary.acceptance_rate)} and it ran at {speedup(slow):.2f}×" in observe
+    assert f"acceptance rate of {pct(slow.summary.acceptance_rate)} and ran at {speedup(slow):.2f}×" in observe
     assert "shorter γ" in observe and advice.explain_slow(slow).suggestion.settings[0][0] == "gamma"
     fast = recorded("rename_auto")
     observe = experiments.by_id("rename_auto").observe
-    assert f"acceptance rate was {pct(fast.summary.acceptance_rate)}" in observe
-    assert f"{fast.summary.new_tokens / fast.summary.rounds:.0f} tokens per target pass" in observe
-    assert f"ran at {speedup(fast):.1f}×" in observe
+    assert f"acceptance rate of {pct(fast.summary.acceptance_rate)} and ran at {speedup(fast):.2f}×" in observe
 
 
 def lab_batch():
@@ -237,15 +241,24 @@ def test_the_lab_experiments_numbers_are_the_recorded_batch():
         return pct(run.trace.summary.acceptance_rate)
 
     observe = experiments.by_id("lab_temperature").observe
-    assert f"{rate('code', 'model', 0.0)} greedy and {rate('code', 'model', 1.0)} at 1.0 on code" in observe
-    assert f"{rate('prose', 'model', 0.0)} and {rate('prose', 'model', 1.0)} on prose" in observe
+    assert f"{rate('code', 'model', 0.0)} greedy on code against {rate('prose', 'model', 0.0)} on prose" in (
+        " ".join(observe.split())
+    )
+    for category in ("code", "prose"):  # "moves each by a few points"
+        assert abs(float(rate(category, "model", 0.0)[:-1]) - float(rate(category, "model", 1.0)[:-1])) <= 5
     observe = experiments.by_id("lab_ngram").observe
     assert f"{rate('repetition', 'ngram', 0.0)} on the rename prompt and {rate('prose', 'ngram', 0.0)}" in observe
     assert f"({rate('repetition', 'model', 0.0)} on the rename)" in observe
+    speed = {
+        (r.category, r.trace.config.drafter): r.trace.summary.tokens_per_second for r in runs if r.trace.config.greedy
+    }
+    assert all(speed[(c, "model")] > speed[(c, "ngram")] for c in ("repetition", "prose"))  # "copying wins nowhere"
     greedy = [r.trace for r in runs if r.trace.config.drafter == "model" and r.trace.config.greedy]
     positions = lab.acceptance_by_position(greedy)
     observe = experiments.by_id("lab_position").observe
-    assert f"{pct(positions[0].rate)} at position 1 and {pct(positions[3].rate)} at position 4" in observe
+    assert f"{pct(positions[0].rate)} at position 1 and {pct(positions[3].rate)} at position 4" in (
+        " ".join(observe.split())
+    )
     assert positions[3].rate > positions[0].rate and positions[3].reached < positions[0].reached
 
 
@@ -259,11 +272,9 @@ def test_the_heads_experiments_numbers_are_the_recorded_trainings():
     medusa, eagle = load_report(RECORDED["medusa"]), load_report(RECORDED["eagle"])
     assert medusa["kind"] == "medusa" and eagle["kind"] == "eagle"
     top1 = [pct(a) for a in medusa["top1"]]
-    observe = experiments.by_id("heads_medusa_k").observe
-    assert f"{top1[0]} of the time (top-5: {pct(medusa['top5'][0])}); head 2 {top1[1]}, head 3 {top1[2]}" in observe
-    trained = f"(the recorded training of {medusa['heads']} heads on {medusa['train_tokens']:,}"
-    assert f"head 4 {top1[3]} {trained}" in observe
-    assert f"from {pct(VICUNA_7B_TOP1[0])} to {pct(VICUNA_7B_TOP1[-1])}" in observe
+    observe = " ".join(experiments.by_id("heads_medusa_k").observe.split())
+    assert f"its guess is the target's own token {top1[0]} of the time, head 4's only {top1[3]}" in observe
+    assert list(VICUNA_7B_TOP1) == sorted(VICUNA_7B_TOP1, reverse=True)  # "fall the same way"
     assert list(medusa["top1"]) == sorted(medusa["top1"], reverse=True)  # accuracy falls with k
     assert experiments.by_id("heads_medusa_k").values["heads.count"] == medusa["heads"]
 
@@ -313,18 +324,15 @@ def test_the_batching_experiments_numbers_are_the_recorded_result():
     cut4 = rows[4]["min_cut"]
     assert f"{cut4['tokens_per_round']:.2f} tokens per row at B = 4 ({cut4['measured_speedup']:.2f}×)" in even.reason
 
-    served = experiments.by_id("batching_throughput").observe
+    served = " ".join(experiments.by_id("batching_throughput").observe.split())
     plain16, spec1 = rows[16]["plain_tokens_per_second"], rows[1]["ragged"]["tokens_per_second"]
-    assert f"B = 16 serves {plain16:.1f} tokens/s, {plain16 / spec1:.1f} times the {spec1:.1f} tokens/s" in served
-    assert f"B = 16 only {rows[16]['ragged']['tokens_per_second']:.1f} tokens/s" in served
+    assert f"B = 16 serves {plain16:.1f} tokens/s, about six times the {spec1:.1f} tokens/s" in served
+    assert round(plain16 / spec1) == 6
 
-    knee = experiments.by_id("batching_knee").observe
+    knee = " ".join(experiments.by_id("batching_knee").observe.split())
     t = dict(zip(doc["curve"]["tokens"], doc["curve"]["seconds"], strict=True))
-    for n in (1, 16, 32, 256):
-        assert f"T({n}) = {t[n]:.3f} s" in knee
-    assert t[16] / t[1] < 1.5 and 2 <= t[32] / t[1] < 2.3  # flat to 16, about twice T(1) at 32
-    assert f"{t[256] / t[1]:.1f} times T(1)" in knee
-    assert f"n = {16 * (gamma + 1)} tokens costs {_costs(rows[16], gamma)['verify']:.2f} plain steps" in knee
+    assert f"one token takes {t[1]:.3f} s, sixteen {t[16]:.3f} s" in knee
+    assert t[16] / t[1] < 1.5 and 2 <= t[32] / t[1] < 2.3  # flat to 16, then climbing: about twice T(1) at 32
 
 
 # --- Learning: the numbers quoted are the shipped recordings (assets/learning/) --------------------------------
@@ -364,21 +372,15 @@ def test_the_learning_experiment_numbers_are_the_recorded_drift_stream():
     doc = learning("inventory_drift")
     rows, s = doc["requests"], doc["summary"]
     first, last = rows[:WINDOW], rows[-WINDOW:]
-    learns = experiments.by_id("learning_traffic_learns").observe
+    learns = " ".join(experiments.by_id("learning_traffic_learns").observe.split())
     t, m = s["traffic"], s["model"]
     assert (
-        f"first 5 requests the traffic drafter accepted {t['first_mean_accepted_per_round']:.2f} draft tokens per "
-        "round "
-        f"({t['first_speedup']:.2f}× the target alone), over the last 5 {t['last_mean_accepted_per_round']:.2f} "
-        f"({t['last_speedup']:.2f}×)" in learns
+        f"the traffic drafter accepted {t['first_mean_accepted_per_round']:.2f} draft tokens per round, over the "
+        f"last 5 {t['last_mean_accepted_per_round']:.2f}, while the draft model's line stays level" in learns
     )
-    assert (
-        f"draft model went from {m['first_mean_accepted_per_round']:.2f} to {m['last_mean_accepted_per_round']:.2f} "
-        f"({m['first_speedup']:.2f}× to {m['last_speedup']:.2f}×)" in learns
-    )
-    assert f"{hits(first)} of its drafts over the first 5 requests and {hits(last)} over the last 5" in learns
-    store = rows[-1]["store"]
-    assert f"held {store['requests']} requests, {store['tokens']:,} tokens" in learns
+    assert abs(m["first_mean_accepted_per_round"] - m["last_mean_accepted_per_round"]) < 0.2
+    first_hits, last_hits = (sum(r["store"]["hit_rate"] for r in rs) / len(rs) for rs in (first, last))
+    assert first_hits < 0.5 < 0.9 < last_hits  # "a match for few drafts at first and for nearly all at the end"
 
 
 def test_the_drift_experiment_numbers_are_the_recorded_drift_stream():
@@ -387,6 +389,7 @@ def test_the_drift_experiment_numbers_are_the_recorded_drift_stream():
     doc = learning("inventory_drift")
     rows, s = doc["requests"], doc["summary"]
     drift = experiments.by_id("learning_drift")
+    observe = " ".join(drift.observe.split())
     at = s["drift"]["at"]
     phases = [r["phase"] for r in rows]
     assert len(rows) == 32 and phases == ["python"] * 16 + ["javascript"] * 16 and at == 16
@@ -394,20 +397,14 @@ def test_the_drift_experiment_numbers_are_the_recorded_drift_stream():
     pre, after = rows[at - WINDOW : at], rows[at:]
     row = rows[at]
     assert (
-        f"At request {at + 1} it accepted {row['traffic']['mean_accepted_per_round']:.2f} draft tokens per round (its "
-        f"store found a match for {pct(row['store']['hit_rate'])} of drafts), against "
-        f"{accepted(pre, 'traffic'):.2f} on average over the 5 Python requests before" in drift.observe
+        f"At request {at + 1} it accepted {row['traffic']['mean_accepted_per_round']:.2f} draft tokens per round, "
+        f"against {accepted(pre, 'traffic'):.2f} on average over the 5 Python requests before" in observe
     )
-    assert (
-        f"draft model accepted {row['model']['mean_accepted_per_round']:.2f} there, {accepted(pre, 'model'):.2f} "
-        f"on average before and {accepted(after, 'model'):.2f} over the {len(after)} JavaScript" in drift.observe
-    )
+    assert abs(accepted(after, "model") / accepted(pre, "model") - 1) < 0.1  # "the draft model barely moves"
     # the project's recovery rule (drift_recovery), applied to the traffic drafter instead of the controller
     back = drift_recovery([{**r, "controller": r["traffic"]} for r in rows], at)
     assert back["pre_drift_level"] == pytest.approx(accepted(pre, "traffic"))
-    assert f"and stayed, after {back['recovered_after']} JavaScript requests" in drift.observe
-    tail = ", ".join(f"{r['traffic']['mean_accepted_per_round']:.2f}" for r in rows[-3:]).rsplit(", ", 1)
-    assert f"the last 3 accepted {' and '.join(tail)}" in drift.observe
+    assert 10 <= back["recovered_after"] <= 14 and "within about a dozen JavaScript requests" in observe
 
 
 def test_the_floor_experiment_numbers_are_the_recorded_bench_prompts():
@@ -415,26 +412,18 @@ def test_the_floor_experiment_numbers_are_the_recorded_bench_prompts():
 
     bench = learning("bench_prompts_amx")
     rows, s = bench["requests"], bench["summary"]
-    observe = experiments.by_id("learning_bench").observe
+    observe = " ".join(experiments.by_id("learning_bench").observe.split())
     picked = {k: sum(r["controller"]["sources"][k] for r in rows) for k in ("traffic", "model", "both")}
-    assert f"drafted from the model in all {picked['model']} of its drafting rounds" in observe
     assert picked["traffic"] == picked["both"] == 0  # the floor held on every prompt
-    same = [r for r in rows if all(r["controller"][k] == r["model"][k] for k in ("rounds", "drafted", "accepted"))]
-    assert f"same rounds as the draft model on {len(same)} of the {len(rows)} prompts" in observe
-    assert len(rows) == 10 and f"the {len(rows)} bench prompts" in observe
-    t, m = s["traffic"], s["model"]
+    assert len(rows) == 10
     assert (
-        f"accepted {t['first_mean_accepted_per_round']:.2f} draft tokens per round over the first 5 prompts and "
-        f"{t['last_mean_accepted_per_round']:.2f} over the last 5 (the draft model "
-        f"{m['first_mean_accepted_per_round']:.2f} and {m['last_mean_accepted_per_round']:.2f})" in observe
+        f"drafted from the model in all {picked['model']} of its drafting rounds, never from traffic, and ran "
+        f"{s['controller_over_model_last']:.2f}× as fast as the draft model alone over the last 5 prompts" in observe
     )
-    assert f"a match for {hits(rows)} of drafts" in observe
-    assert f"{s['controller_over_model_last']:.2f}× as fast as the draft model" in observe
     ratios = [r["controller"]["speedup"] / r["model"]["speedup"] for r in rows]
     assert min(ratios) == s["controller_over_model_min"]
-    assert f"per prompt from {min(ratios):.2f}× to {max(ratios):.2f}×" in observe
+    assert 0.95 < min(ratios) <= max(ratios) < 1.05  # as fast as the draft model on every prompt, up to timing noise
     low = next(r for r in rows if r["phase"] == "translation")  # the prompt the button sets
-    assert f"and {ratios[rows.index(low)]:.2f}× on this translation prompt" in observe
     spread = max(max(r["model"]["repeat_speedups"]) / min(r["model"]["repeat_speedups"]) for r in rows)
     assert f"differ by up to {spread - 1:.0%} here" in experiments.by_id("learning_bench").reason
     # the button's prompt is that translation prompt, as the bench read it from assets/prompts.json
@@ -463,3 +452,17 @@ def test_the_ngram_answer_counts_what_the_recorded_run_shows():
     assert 0 < len(whole) <= len(rounds) // 4 and 2 * len(cold) > len(rounds)
     observe = experiments.by_id("ngram_rename").observe
     assert "a few of them the whole draft" in observe and "one plain target step" in observe
+
+
+def test_an_answer_quotes_only_numbers_shown_beside_it():
+    """Each number an answer quotes from a recording is in the line drawn beside it (read from that recording), in
+    its question, or in what its button set; at most three numbers an answer (issue 43). Theory's and the answers
+    without a recording quote the page's own metrics (tests/test_layout.py checks those in the browser)."""
+    from specviz.ui.quoted import QUOTED, numbers_in, quoted_words
+
+    for e in experiments.EXPERIMENTS:
+        if e.id not in QUOTED:
+            continue
+        beside = numbers_in(f"{quoted_words(e.id)} {e.question} {experiments.changes_words(e)}")
+        assert numbers_in(e.observe) <= beside, (e.id, numbers_in(e.observe) - beside)
+        assert len(numbers_in(e.observe) - numbers_in(e.question)) <= 3, e.id

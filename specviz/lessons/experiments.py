@@ -115,10 +115,12 @@ STEP = (
         "Run a prose prompt at the sidebar's defaults (γ 5, greedy): how many drafted tokens are kept, and does it "
         "beat plain decoding?",
         _with(GREEDY_DEFAULTS) + (("step.prompt", PROSE), ("step.baseline", True)),
-        "Far fewer drafts are kept than on code: the recorded run's acceptance rate was 37%, against 57% with the "
-        "same settings on a code prompt, and most rounds end with a rejection in the first positions. Whether it "
-        "still beats plain decoding depends on the prompt and the machine; a run slower than plain decoding comes "
-        "with its explanation and a suggested rerun.",
+        "Far fewer drafts are kept than on code: in the recorded runs quoted above the acceptance rate was 37%, "
+        "against 57% with the same settings on a code prompt, and most rounds end with a rejection in their first "
+        "guesses. Your run's own rate is in its results below: on the built-in pair it repeats the recording "
+        "(greedy; its default precision, lower than the recording's, changed the rate on one prompt in twenty), on "
+        "another pair it is that pair's own. Whether it beats plain decoding depends on the machine; a slower run "
+        "explains itself.",
         "The 0.5B draft agrees with the 1.5B target on the obvious next token of code, but prose has many good next "
         "words and the two models pick different ones; every rejected guess is a draft forward wasted.",
     ),
@@ -127,9 +129,10 @@ STEP = (
         "step",
         "Set the temperature to 1.2 on a code prompt: what happens to the acceptance rate, and why?",
         _with(GREEDY_DEFAULTS, temperature=1.2) + (("step.prompt", CODE), ("step.baseline", True)),
-        "Less change than you might expect: the recorded run's acceptance rate was 52% at 1.2, against 57% greedy "
-        "on the same prompt. Each chip now shows its "
-        "draw u against min(1, p/q), and a rejection is followed by a token drawn from the residual (↻).",
+        "Less change than you might expect: in the recorded runs quoted above the acceptance rate was 52% at 1.2, "
+        "against 57% greedy on the same prompt. Sampled, a run moves by several points from one seed to the next, "
+        "so yours may land on either side. Each chip now shows its draw u against min(1, p/q), and a rejection "
+        "is followed by a token drawn from the residual (↻).",
         "With sampling a guess d ~ q is kept with probability min(1, p(d)/q(d)), so the expected acceptance is "
         "Σ min(p, q) = 1 − TV(p, q): the overlap of the two whole distributions, not agreement on the top token. "
         "Heat flattens both; where the two models spread their mass alike the overlap stays high, and where the "
@@ -164,8 +167,10 @@ RACE = (
         "race",
         "Race a prose prompt with a long draft (γ 8): who wins?",
         _with(GREEDY_DEFAULTS, gamma=8) + (("race.prompt", PROSE),),
-        "Plain decoding wins: the recorded race's acceptance rate was 25% and it ran at 0.78×; the page explains "
-        "why under the race and offers a rerun with a shorter γ.",
+        "Plain decoding wins: the recorded race quoted above had an acceptance rate of 25% and ran at 0.78×; the "
+        "page explains why under the race and offers a rerun with a shorter γ. A live race on the built-in pair "
+        "keeps the same drafts (greedy); its speed-up is a ratio of two timings and moves with the machine's "
+        "speed and load.",
         "A round drafts 8 tokens (8·c ≈ 1.3 target steps on this CPU) and keeps few of them; on the Theory "
         "page γ 8 needs an acceptance of about 0.6 to pay with the measured times.",
     ),
@@ -174,10 +179,10 @@ RACE = (
         "race",
         "Race the rename task with the auto schedule and 8 lookup guesses per draft pass: how large is the speed-up?",
         _with(GREEDY_DEFAULTS, schedule="auto", lookahead=8) + (("race.prompt", RENAME),),
-        "Speculation wins: in the recorded race (its acceptance rate and mean acceptance length are under the "
-        "race) the acceptance rate was 92%, 4 tokens per target pass, and it ran at 2.7×; long stretches appear in "
-        "the speculative lane a round at a time. A live race on a busier or slower machine can land far lower "
-        "(below 2×): the acceptance stays, the costs of a draft and a verify pass move.",
+        "Speculation wins: the recorded race quoted above had an acceptance rate of 92% and ran at 2.70×; long "
+        "stretches appear in the speculative lane a round at a time. A live race on the built-in pair keeps the "
+        "same drafts (greedy), but on a busier or slower machine its speed-up can land far lower, under twice as "
+        "fast: the acceptance stays, the times of a draft and a verify pass move. Its own numbers are under it.",
         "The answer copies the prompt, so prompt lookup guesses long runs right, the draft agrees with it at the "
         "cost of one pass, and the auto schedule drafts long while the draft is confident.",
     ),
@@ -189,8 +194,8 @@ THEORY = (
         "theory",
         "At what acceptance rate does γ 8 stop paying on this CPU?",
         (("theory.g", 8), ("theory.c", 0.16), ("theory.a", 0.61)),
-        "At a = 0.61 the speed-up with the measured times is about 1.0×; below it γ 8 loses (the formula, "
-        "which assumes a verify costs one step, already breaks even at a = 0.57).",
+        "At a = 0.61 the Speed-up, measured times shows 1.00×: below it γ 8 loses. The formula's Speed-up, which "
+        "counts a verify as one plain step, still shows 1.11×: it breaks even at a lower a.",
         "Eight drafts cost 8·c = 1.3 target steps per round, and the verify pass of 9 tokens costs more than one "
         "step on a CPU; only a round that keeps most of its guesses earns that back.",
         run=False,
@@ -200,7 +205,7 @@ THEORY = (
         "theory",
         "A cheap, accurate draft (a = 0.9, c = 0.05): what is the best γ?",
         (("theory.a", 0.9), ("theory.c", 0.05), ("theory.g", 13)),
-        "The optimal γ is 13, for a speed-up of about 4.7×.",
+        "The optimal γ is 13, for a speed-up of 4.67×.",
         "When a draft token costs little and is usually right, each extra guess still adds expected tokens "
         "(a^γ shrinks slowly at a = 0.9) for a small cost; the optimum moves out.",
         run=False,
@@ -229,8 +234,9 @@ LAB = (
             ("lab.drafters", ["model"]),
             ("lab.schedules", ["constant"]),
         ),
-        "Code keeps more than prose at both temperatures (the recorded batch: 57% greedy and 62% at 1.0 on code, "
-        "37% and 33% on prose); the temperature moves each by a few points, and not always down.",
+        "Code keeps more than prose at both temperatures: in the recorded batch quoted above, 57% greedy on code "
+        "against 37% on prose, and the temperature moves each by a few points, not always down. Your batch's "
+        "table below is its own pair's (the same on the built-in pair greedy; sampled, a few points either way).",
         "The text decides most: code has one obvious next token far more often than prose. The temperature "
         "changes the test (greedy: the two top tokens agree; sampling: kept with probability min(1, p/q), "
         "on average the overlap Σ min(p, q)), and the overlap can be as large as the top-token agreement.",
@@ -246,10 +252,10 @@ LAB = (
             ("lab.drafters", ["model", "ngram"]),
             ("lab.schedules", ["constant"]),
         ),
-        "Copying works only where the answer repeats the prompt: the n-gram drafter's acceptance rate is 36% on the "
-        "rename prompt and 4% on prose. The draft model's is higher on both (76% on the rename) and on this CPU it "
-        "is also faster there; the n-gram drafter's guesses cost no forward pass, which pays on a machine where "
-        "the draft model is dear.",
+        "Copying works only where the answer repeats the prompt: in the recorded batch quoted above the n-gram "
+        "drafter's acceptance rate is 36% on the rename prompt and 4% on prose. The draft model keeps more on "
+        "both (76% on the rename) and on this CPU it is faster on both too (the table's tokens/s): copying wins "
+        "nowhere here. Its guesses cost no forward pass, which pays where a draft model is dear.",
         "Prompt lookup can only guess text that already occurred; a rename or a spelling fix repeats its prompt, "
         "prose does not. Its guesses cost no model, so even a low rate can pay where the draft model's cannot.",
     ),
@@ -265,9 +271,9 @@ LAB = (
             ("lab.schedules", ["constant"]),
             ("cfg.gamma", 5),
         ),
-        "The By draft position tab shows no steady fall: counting only checked tokens, the recorded batch's greedy "
-        "runs' per-position acceptance was 71% at position 1 and 94% at position 4 (the later positions are "
-        "reached less often).",
+        "No steady fall: counting only checked tokens, the recorded batch quoted above accepted 71% at position 1 "
+        "and 94% at position 4 (later positions are reached less often). Your batch's By draft position tab "
+        "shows its own pair's; a few runs make a noisy curve.",
         "The theory assumes one rate a for every position. Real drafts are conditioned on the guesses before "
         "them: a guess is checked only if all before it were kept, and those rounds are the predictable ones.",
     ),
@@ -315,9 +321,8 @@ HEADS = (
         "heads",
         "Which Medusa head is most accurate, and why does accuracy fall with k?",
         (("heads.kind", "medusa"), ("heads.count", 4)),
-        "Head 1: on held-out answers its guess is the target's own token 38% of the time (top-5: 61%); head 2 20%, "
-        "head 3 13%, head 4 8% (the recorded training of 4 heads on 18,858 tokens). Medusa-1's heads on Vicuna-7B "
-        "(the markers) fall the same way, from 56% to 15%.",
+        "Head 1: on held-out answers its guess is the target's own token 38% of the time, head 4's only 8% (the "
+        "recorded training quoted above). Medusa-1's heads on Vicuna (the chart's markers) fall the same way.",
         "Every head reads the same h_t, the state at the last token, and head k must guess k + 1 positions on "
         "without seeing the k tokens in between: each unseen token multiplies the ways the text can go on. Only "
         "the first guesses of a draft are usually kept, so a long Medusa draft buys little.",
@@ -383,8 +388,8 @@ BATCHING = (
         "Compare the throughput of plain decoding at B = 16 with speculative decoding at B = 1: which serves more "
         "tokens per second?",
         BATCHING_SHOWN,
-        "Plain decoding at B = 16 serves 80.8 tokens/s, 6.2 times the 13.0 tokens/s of speculative decoding at "
-        "B = 1 (and speculative decoding at γ = 4 at B = 16 only 30.6 tokens/s).",
+        "Plain decoding at B = 16 serves 80.8 tokens/s, about six times the 13.0 tokens/s of speculative decoding "
+        "at B = 1 (the recorded result quoted above, the throughput chart's end points).",
         "Both spend the same spare compute: a forward over a few tokens costs about what one token costs. A batch "
         "fills it with tokens that are all kept, speculation with guesses that may be thrown away. A loaded "
         "server gets more from the batch, which is why serving engines lower γ as the batch grows; speculation "
@@ -396,8 +401,8 @@ BATCHING = (
         "batching",
         "Where does T(n), the target's forward over n tokens, stop being flat?",
         BATCHING_SHOWN,
-        "Around n = 8 to 16: T(1) = 0.146 s, T(16) = 0.204 s, then T(32) = 0.319 s, about twice T(1), and T(256) = "
-        "2.302 s, 15.8 times T(1). At B = 16 the verify over n = 80 tokens costs 3.72 plain steps of the batch.",
+        "Around n = 16: in the recorded result quoted above one token takes 0.146 s, sixteen 0.204 s, and then "
+        "the cost climbs, as the chart of T(n) shows.",
         "Below the knee a forward is memory-bound: its time goes into reading the weights once, and a few more "
         "tokens ride along almost free. Past it the arithmetic dominates and the cost grows with n, so every "
         "drafted token that is rejected costs real time.",
@@ -423,10 +428,9 @@ LEARNING = (
         "Does the traffic drafter learn? Compare its draft tokens accepted per round over the first 5 requests of the "
         "recorded stream with the last 5.",
         (),  # the recorded stream above answers it: nothing to set
-        "It does: over the first 5 requests the traffic drafter accepted 0.62 draft tokens per round (1.52× the target "
-        "alone), over the last 5 5.98 (5.45×), while the draft model went from 2.59 to 2.68 (2.43× to 2.51×). "
-        "Its store found a match for 31% of its drafts over the first 5 requests and 94% over the last 5, and held "
-        "32 requests, 5,204 tokens, at the end.",
+        "It does: over the first 5 requests of the recorded stream quoted above the traffic drafter accepted 0.62 "
+        "draft tokens per round, over the last 5 5.98, while the draft model's line stays level: its store found "
+        "a match for few drafts at first and for nearly all at the end.",
         "It has no weights to train: what it learns is the store. Each finished request adds its text, so a later "
         "request built from the same template finds a long earlier match, and its guesses are copies of text "
         "that is about to recur (free ones: no draft forward). The draft model never changes; its numbers move "
@@ -439,11 +443,9 @@ LEARNING = (
         "What happens to the traffic drafter when the stream switches from Python to JavaScript (request 17), "
         "and how fast does it recover?",
         (),  # the recorded stream above answers it: nothing to set
-        "At request 17 it accepted 0.45 draft tokens per round (its store found a match for 29% of drafts), against "
-        "2.96 on average over the 5 Python requests before; the draft model accepted 2.20 there, 2.73 on average "
-        "before and 2.92 over the 16 JavaScript requests. The traffic drafter's rolling mean of 3 requests was "
-        "back within 10% of its Python level, and stayed, after 12 JavaScript requests; the last 3 accepted "
-        "4.33, 1.91 and 9.67.",
+        "At request 17 it accepted 0.45 draft tokens per round, against 2.96 on average over the 5 Python "
+        "requests before (the recorded stream quoted above); the draft model barely moves. It comes back without "
+        "retraining, template by template: within about a dozen JavaScript requests it is near its Python level.",
         "Its store held Python only: a JavaScript request matches short, generic pieces of it, and what followed "
         "them in Python is wrong. Each JavaScript request that finishes joins the store, and a later one from the "
         "same template finds long matches again: it recovers without retraining, template by template (4 "
@@ -457,12 +459,9 @@ LEARNING = (
         "learning",
         "On prompts that share nothing, which source does the controller pick, and what does a wrong pick cost?",
         (("learning.what", "mine"), ("learning.request", TRANSLATION)),  # this page's form only
-        "The draft model, every time: on the 10 bench prompts (two per category) the controller drafted from the "
-        "model in all 90 of its drafting rounds, never from traffic or "
-        "both, and ran the same rounds as the draft model on 10 of the 10 prompts. Alone, the traffic drafter "
-        "accepted 0.06 draft tokens per round over the first 5 prompts and 0.29 over the last 5 (the draft model 2.23 "
-        "and 3.02), its store finding a match for 8% of drafts. Over the last 5 the controller ran 1.00× as fast "
-        "as the draft model; per prompt from 0.99× to 1.02×, and 1.02× on this translation prompt.",
+        "The draft model, every time: in the recorded bench quoted above the controller drafted from the model in "
+        "all 90 of its drafting rounds, never from traffic, and ran 1.00× as fast as the draft model alone over "
+        "the last 5 prompts. Run this prompt yourself to see one request's choice; short requests' timings vary.",
         "Each round the controller takes the source expected to commit the most tokens per second, from each "
         "one's measured acceptance (traffic's by match length) and measured costs, and the draft model is the "
         "floor: a traffic option counts its first token's rate at a lower confidence bound, so a kind of match "

@@ -12,6 +12,7 @@ from specviz.lessons import experiments
 from specviz.lessons.experiments import Experiment
 
 from .advice import apply_settings
+from .quoted import quoted_words
 from .state import key, page_state
 
 
@@ -50,6 +51,8 @@ def _experiment(experiment: Experiment, number: int) -> None:
     if page_state(experiment.page).experiment == experiment.id and experiment.settings:
         st.caption(experiments.changes_words(experiment))
     if revealed(experiment):
+        if (recording := quoted_words(experiment.id)) is not None:
+            st.caption(recording)  # the numbers the answer quotes, beside it: the page may show another run
         st.success(f"**What you should see.** {experiment.observe}\n\n**Why.** {experiment.reason}")
     elif page_state(experiment.page).experiment == experiment.id:
         st.caption("Running… what to look for appears here when the run has finished.")

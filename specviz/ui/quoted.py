@@ -1,0 +1,172 @@
+"""The recording an experiment's answer quotes, and the numbers it quotes, read from the shipped file and drawn beside
+the answer (issue 43): a learner can check every number of an answer against the screen, even where the page now
+shows a live run on another pair (the tiny test pair, or another machine's timings)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from functools import cache
+
+from specviz.drafters.heads_report import RECORDED as HEADS
+from specviz.drafters.heads_report import load_report
+from specviz.lessons import lab
+from specviz.lessons.recorded import load_lab
+from specviz.runs import speedup
+from specviz.traces.batching import load_batching
+from specviz.traces.trace import Trace, load_trace
+
+from .files import ASSETS
+
+BUILTIN = "the built-in pair (1.5B target, 0.5B draft)"
+NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
+
+
+def numbers_in(text: str) -> set[str]:
+    """The numbers a text quotes, as a reader checks them against the screen (a lone 0 or 1 counts as a word)."""
+    return {n.rstrip(".,") for n in NUMBER.findall(text) if len(n.rstrip(".,")) > 1 or n in "23456789"}
+
+
+def _pct(x: float) -> str:
+    return f"{x:.0%}"
+
+
+@cache
+def _trace(name: str) -> Trace:
+    return load_trace(ASSETS / "experiments" / f"{name}.json")
+
+
+def _rate(name: str) -> str:
+    return _pct(_trace(name).summary.acceptance_rate)
+
+
+def _lab_rate(category: str, drafter: str, temperature: float) -> str:
+    (run,) = [
+        r.trace
+        for r in load_lab(ASSETS / "lab" / "batch.json").runs
+        if (r.category, r.trace.config.drafter, r.trace.config.temperature) == (category, drafter, temperature)
+    ]
+    return _pct(run.summary.acceptance_rate)
+
+
+def _positions() -> list[str]:
+    greedy = [
+        r.trace
+        for r in load_lab(ASSETS / "lab" / "batch.json").runs
+        if r.trace.config.drafter == "model" and r.trace.config.greedy
+    ]
+    found = lab.acceptance_by_position(greedy)
+    return [f"position {i} {_pct(found[i - 1].rate)}" for i in (1, 4)]
+
+
+@cache
+def _batching() -> dict:
+    doc = load_batching(ASSETS / "batching_cpu.json")
+    return {**doc, "by_batch": {r["batch"]: r for r in doc["rows"]}}
+
+
+def _curve(n: int) -> str:
+    doc = _batching()["curve"]
+    return f"T({n}) = {dict(zip(doc['tokens'], doc['seconds'], strict=True))[n]:.3f} s"
+
+
+@cache
+def _learning(name: str) -> dict:
+    return json.loads((ASSETS / "learning" / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def _traffic() -> dict:
+    return _learning("inventory_drift")["summary"]["traffic"]
+
+
+def _drift() -> list[str]:
+    rows = _learning("inventory_drift")["requests"]
+    at = _learning("inventory_drift")["summary"]["drift"]["at"]
+    before = sum(r["traffic"]["mean_accepted_per_round"] for r in rows[at - 5 : at]) / 5
+    return [
+        f"the 5 Python requests before it {before:.2f}",
+        f"request {at + 1} {rows[at]['traffic']['mean_accepted_per_round']:.2f}",
+    ]
+
+
+def _bench() -> list[str]:
+    doc = _learning("bench_prompts_amx")
+    rounds = sum(sum(r["controller"]["sources"].values()) for r in doc["requests"])
+    model = sum(r["controller"]["sources"]["model"] for r in doc["requests"])
+    return [
+        f"rounds drafted from the model {model} of {rounds}",
+        f"speed against the draft model alone, last 5 prompts {doc['summary']['controller_over_model_last']:.2f}×",
+    ]
+
+
+# experiment id: (which recording, in words; what it shows, each number as the answer quotes it)
+QUOTED: dict[str, tuple[str, Callable[[], list[str]]]] = {
+    "prose_defaults": (
+        f"the recorded runs on {BUILTIN}, greedy, γ 5: acceptance rate",
+        lambda: [f"this prose prompt {_rate('prose_defaults')}", f"the code prompt {_rate('identical')}"],
+    ),
+    "temperature": (
+        f"the recorded runs on {BUILTIN}, this code prompt: acceptance rate",
+        lambda: [f"temperature 1.2 {_rate('temperature')}", f"greedy {_rate('identical')}"],
+    ),
+    "prose_long": (
+        f"the recorded race on {BUILTIN}",
+        lambda: [f"acceptance rate {_rate('prose_long')}", f"speed-up {speedup(_trace('prose_long')):.2f}×"],
+    ),
+    "rename_auto": (
+        f"the recorded race on {BUILTIN}",
+        lambda: [f"acceptance rate {_rate('rename_auto')}", f"speed-up {speedup(_trace('rename_auto')):.2f}×"],
+    ),
+    "lab_temperature": (
+        f"the recorded batch on {BUILTIN}: acceptance rate",
+        lambda: [
+            f"code greedy {_lab_rate('code', 'model', 0.0)}, at 1.0 {_lab_rate('code', 'model', 1.0)}",
+            f"prose greedy {_lab_rate('prose', 'model', 0.0)}, at 1.0 {_lab_rate('prose', 'model', 1.0)}",
+        ],
+    ),
+    "lab_ngram": (
+        f"the recorded batch on {BUILTIN}, greedy: acceptance rate",
+        lambda: [
+            f"n-gram on the rename prompt {_lab_rate('repetition', 'ngram', 0.0)}",
+            f"n-gram on prose {_lab_rate('prose', 'ngram', 0.0)}",
+            f"draft model on the rename prompt {_lab_rate('repetition', 'model', 0.0)}",
+        ],
+    ),
+    "lab_position": (f"the recorded batch on {BUILTIN}, greedy: per-position acceptance", _positions),
+    "heads_medusa_k": (
+        "the recorded training of 4 Medusa heads: how often each head's guess is the target's own token",
+        lambda: [f"head {i} {_pct(a)}" for i, a in enumerate(load_report(HEADS["medusa"])["top1"], start=1)],
+    ),
+    "batching_throughput": (
+        "the recorded result this page shows: tokens per second",
+        lambda: [
+            f"plain decoding at B = 16 {_batching()['by_batch'][16]['plain_tokens_per_second']:.1f}",
+            f"speculative decoding at B = 1 {_batching()['by_batch'][1]['ragged']['tokens_per_second']:.1f}",
+        ],
+    ),
+    "batching_knee": (
+        "the recorded result this page shows: one forward over n tokens",
+        lambda: [_curve(1), _curve(16), _curve(32)],
+    ),
+    "learning_traffic_learns": (
+        "the recorded stream this page shows: the traffic drafter's draft tokens accepted per round",
+        lambda: [
+            f"first 5 requests {_traffic()['first_mean_accepted_per_round']:.2f}",
+            f"last 5 {_traffic()['last_mean_accepted_per_round']:.2f}",
+        ],
+    ),
+    "learning_drift": (
+        "the recorded stream this page shows: the traffic drafter's draft tokens accepted per round",
+        _drift,
+    ),
+    "learning_bench": (f"the recorded bench of 10 prompts that share nothing, on {BUILTIN}", _bench),
+}
+
+
+def quoted_words(experiment_id: str) -> str | None:
+    """'From <recording>: <fact> · <fact>', or None when the answer quotes only what the page itself shows."""
+    if experiment_id not in QUOTED:
+        return None
+    label, facts = QUOTED[experiment_id]
+    return f"**The answer below quotes** {label}: " + " · ".join(facts())
