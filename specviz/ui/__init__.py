@@ -5,6 +5,11 @@ State: one PageState per page (`page_state`), one Shared slot (`shared`), widget
 The HTML and the words come from specviz.markup (pure, escaped, capped).
 """
 
+# pandas whole, before any page draws a table: the first import of this package finishes before a second session's
+# goes on (one module lock), while a first import of pandas from inside st.dataframe in two sessions at once handed
+# one of them a half-initialised module ("partially initialized module 'pandas' has no attribute 'Series'").
+import pandas  # noqa: F401
+
 from .advice import slow_run_note
 from .batching import batching_page
 from .curves import measured_section, runs_section, use_measured_c
@@ -13,8 +18,10 @@ from .files import curves_dir, inject_css, load_prompts, recorded_traces, trace_
 from .heads import NAMES as HEAD_NAMES
 from .heads import TOKENS_HELP as HEADS_TOKENS_HELP
 from .heads import TREE_WORDS as HEADS_TREE_WORDS
+from .heads import budget_note as heads_budget_note
 from .heads import heads_result
 from .heads import recorded_reports as heads_recorded
+from .heads import train_budget as heads_train_budget
 from .heads import train_live as heads_train_live
 from .heads import train_work as heads_train_work
 from .learning import (
@@ -23,6 +30,7 @@ from .learning import (
     learning_form,
     learning_view,
     recorded_stream,
+    stream_budget,
     stream_live,
     stream_summary,
     stream_work,
@@ -59,6 +67,7 @@ __all__ = [
     "learning_view",
     "recorded_stream",
     "stream_live",
+    "stream_budget",
     "stream_summary",
     "stream_work",
     "your_requests_table",
@@ -75,6 +84,8 @@ __all__ = [
     "curves_dir",
     "heads_recorded",
     "heads_result",
+    "heads_budget_note",
+    "heads_train_budget",
     "heads_train_live",
     "heads_train_work",
     "experiment_traces",

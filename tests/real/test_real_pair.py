@@ -1,6 +1,8 @@
 """Integration on the real built-in pair (Qwen2.5-Coder 1.5B target, 0.5B int8 draft on CPU): it loads as prepared,
 greedy output is exactly the target's, a sampled run is reproducible."""
 
+import os
+
 import pytest
 import torch
 
@@ -19,8 +21,15 @@ def test_builtin_pair_loads_shares_vocab_and_predicts_code(builtin_pair):
     pair = builtin_pair
     assert pair.names["target"].startswith("Qwen2.5-Coder-1.5B")
     assert pair.names["draft"].startswith("Qwen2.5-Coder-0.5B")
-    if pair.device.type == "cpu":
-        assert (pair.names["device"], pair.names["dtype"], pair.names["draft_quantized"]) == ("cpu", "float32", "int8")
+    if pair.device.type == "cpu":  # the default precision: bf16 where the CPU runs it natively, else int8
+        from specviz.models.fastpath import native_bfloat16
+
+        precision = os.environ.get("SPECVIZ_TEST_PRECISION", "bf16" if native_bfloat16(pair.device) else "int8")
+        assert (pair.names["device"], pair.names["precision"], pair.names["draft_quantized"]) == (
+            "cpu",
+            precision,
+            "int8",
+        )
     draft_tokenizer = AutoTokenizer.from_pretrained(builtin.converted_dir(builtin.DRAFT))
     assert draft_tokenizer.get_vocab() == pair.tokenizer.get_vocab()
     assert {151645, 151643} <= pair.eos_ids
