@@ -73,6 +73,8 @@ with form:
         "model cache for the next training), saves the heads there and makes them the sidebar's **Medusa** or "
         "**EAGLE** drafter."
     )
+    if note := ui.heads_budget_note():
+        b2.caption(note)
     errors = st.container()
 
 train = TrainSettings(heads=heads, train_tokens=tokens, heldout_tokens=heldout_budget(tokens), epochs=epochs)
@@ -83,6 +85,7 @@ state = ui.run_section(
     lambda: ui.heads_train_work(train, kind),
     live=ui.heads_train_live,
     errors=errors,
+    budget=ui.heads_train_budget(train),
 )
 ui.experiments_section(PAGE)  # beside the run: the answer shows under the Run button
 

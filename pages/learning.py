@@ -46,6 +46,7 @@ state = ui.run_section(
     live=ui.stream_live,
     errors=form,
     on_result=ui.adopt_stream_rows,
+    budget=ui.stream_budget(choice.requests),
 )
 ui.experiments_section(PAGE)  # beside the run: the answer shows under the Run button
 mine = ui.your_rows(PAGE)

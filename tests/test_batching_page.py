@@ -145,6 +145,9 @@ def test_a_live_run_shows_as_your_run(monkeypatch, tmp_path):
     at.button(key="batching.run").click().run()
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]
+    job = at.session_state["state.batching"].job  # a background job, like every page's run
+    assert job.join(120) and job.state == "done", (job.state, job.error)
+    at.run()
     assert "your run" in texts(at)
     table = at.dataframe[0].value
     assert list(table["B"]) == [1, 3]
@@ -154,10 +157,22 @@ def test_a_live_run_shows_as_your_run(monkeypatch, tmp_path):
 @pytest.mark.parametrize("sizes", ["0,2", "a,b", "1," + str(10**6)])
 def test_bad_batch_sizes_give_an_error(monkeypatch, tmp_path, sizes):
     at = open_page(monkeypatch, tmp_path)
-    at.text_input(key="batching.sizes").set_value(sizes)
+    at.text_input(key="batching.sizes").set_value(sizes).run()
+    assert not at.exception, at.exception
+    (error,) = [e.value for e in at.error]
+    assert error.startswith("Batch sizes: whole numbers from 1 to 64") and "takes" not in error
+    assert at.button(key="batching.run").disabled
+
+
+def test_a_prompt_over_the_limit_is_refused_in_one_line_before_the_run(monkeypatch, tmp_path):
+    """Issue 44: it showed "Something went wrong on this page (PromptError...)" after taking the device's lock."""
+    at = open_page(monkeypatch, tmp_path)
+    at.text_area(key="batching.prompts").set_value("short one\n" + "x" * 8_001)
     at.button(key="batching.run").click().run()
     assert not at.exception, at.exception
-    assert any("batch sizes" in e.value for e in at.error)
+    (error,) = [e.value for e in at.error]
+    assert error.startswith("Prompt 2 of 2 of the batch") and "went wrong" not in error and "\n" not in error
+    assert at.session_state["state.batching"].job is None  # never started
 
 
 def test_the_recorded_file_is_the_benchs_output(tmp_path):

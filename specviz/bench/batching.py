@@ -15,6 +15,7 @@ fixed gamma (the prediction that picks the best gamma at each B before the other
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -37,7 +38,7 @@ from specviz.decoding.config import GAMMA_LIMIT, ConfigError, SpecConfig
 from specviz.decoding.costs import expected_tokens
 from specviz.decoding.engine import autoregressive_generate, run_to_end, synchronize, vocab_width
 from specviz.lessons.prompts import load_prompts
-from specviz.runs import encode, speculative_generate
+from specviz.runs import Cancelled, encode, speculative_generate
 
 from .environment import device_name, is_prepacked, now, transformers_version
 
@@ -48,6 +49,12 @@ GPU_CURVE_TOKENS = CURVE_TOKENS + (384, 512, 768, 1024, 1536, 2048, 3072, 4096)
 DEFAULT_BATCHES = (1, 2, 4, 8, 16)
 DEFAULT_GAMMAS = (1, 2, 3, 4, 6)  # the sweep at each B (the fixed --gamma joins it)
 DEFAULT_ROWS = 4  # every B decodes at least these rows (B = 1: four batches of one)
+
+
+def stop_if(cancel: threading.Event | None) -> None:
+    """Between two measurements: a set cancel (the app's Stop, or its session gone) ends the whole run."""
+    if cancel is not None and cancel.is_set():
+        raise Cancelled("the batching run was stopped")
 
 
 def median(values: Sequence[float]) -> float:
@@ -81,12 +88,18 @@ def prefilled(model, prompts: Sequence[Sequence[int]], width: int) -> BatchCache
     return state
 
 
-def forward_curve(pair, context: Sequence[int], tokens: Sequence[int], repeats: int = 3, seed: int = 0) -> list[float]:
+def forward_curve(
+    pair, context: Sequence[int], tokens: Sequence[int], repeats: int = 3, seed: int = 0, cancel=None
+) -> list[float]:
     """T(n) for each n in tokens: the target's forward over n new tokens of one row after `context`."""
     width = vocab_width(pair)
     state = prefilled(pair.target, [context], width)
     generator = torch.Generator().manual_seed(seed)
-    return [time_feed(state, width, 1, n, repeats, generator) for n in tokens]
+    seconds = []
+    for n in tokens:
+        stop_if(cancel)
+        seconds.append(time_feed(state, width, 1, n, repeats, generator))
+    return seconds
 
 
 def batch_costs(pair, prompts: Sequence[Sequence[int]], gamma: int, repeats: int = 3, seed: int = 0) -> dict:
@@ -133,9 +146,12 @@ def batches_of(prompts: Sequence[Sequence[int]], size: int, rows: int) -> list[l
     return [cycled[i * size : (i + 1) * size] for i in range(count)]
 
 
-def run_all(batches: list[list[list[int]]], run: Callable[[list[list[int]]], BatchResult]) -> dict:
+def run_all(batches: list[list[list[int]]], run: Callable[[list[list[int]]], BatchResult], cancel=None) -> dict:
     """One method over every batch of this B: its tokens, seconds and rounds together, and its tokens per row."""
-    results = [run(batch) for batch in batches]
+    results = []
+    for batch in batches:
+        results.append(run(batch))
+        stop_if(cancel)  # a stopped loop returns early: never a measured point
     row_rounds = [n for r in results for n in r.row_rounds]
     accepted, rejected = sum(r.accepted for r in results), sum(r.rejected for r in results)
     seconds, tokens = sum(r.seconds for r in results), sum(r.tokens for r in results)
@@ -167,16 +183,17 @@ def speculative_entry(method: dict, gamma: int, plain: dict, times: dict, accept
     return entry
 
 
-def single_row_engine(pair, batches: list[list[list[int]]], config: SpecConfig) -> dict:
+def single_row_engine(pair, batches: list[list[list[int]]], config: SpecConfig, cancel=None) -> dict:
     """B = 1 through the single-row engine (runs.speculative_generate, the engine's baseline) on the same prompts:
     its speed-up, which the batched path at B = 1 should equal. Decoding seconds only (the prompt pass excluded)."""
     spent = {"speculative": [0, 0.0], "plain": [0, 0.0]}
     for (prompt,) in batches:
         for name, events in (
-            ("plain", autoregressive_generate(pair, prompt, config)),
-            ("speculative", speculative_generate(pair, prompt, config)),
+            ("plain", autoregressive_generate(pair, prompt, config, cancel)),
+            ("speculative", speculative_generate(pair, prompt, config, cancel)),
         ):
             summary = run_to_end(events)[1]
+            stop_if(cancel)
             spent[name][0] += summary.new_tokens
             spent[name][1] += summary.seconds - summary.prefill_seconds
     rates = {name: tokens / seconds for name, (tokens, seconds) in spent.items()}
@@ -197,15 +214,18 @@ def measure_batch(
     pair, prompts: Sequence[Sequence[int]], size: int, config: SpecConfig, curve: dict, settings: dict
 ) -> dict:
     """One row of the table: the times at this B, plain, ragged at every gamma, min-cut at the fixed one."""
-    gamma, rows = config.gamma, settings["rows"]
+    gamma, rows, cancel = config.gamma, settings["rows"], settings.get("cancel")
     batches = batches_of(prompts, size, rows)
     costs = batch_costs(pair, batches[0], gamma, settings["repeats"])
+    stop_if(cancel)
     at = {"step": interpolate(curve["tokens"], curve["seconds"], size), "draft": costs["draft_step_seconds"]}
     at["verify"] = lambda g: interpolate(curve["tokens"], curve["seconds"], size * (g + 1))
-    plain = run_all(batches, lambda b: batch_plain(pair, b, config, stop_at_eos=False))
+    plain = run_all(batches, lambda b: batch_plain(pair, b, config, False, cancel), cancel)
 
     def spec(g: int, rule: str) -> dict:
-        return run_all(batches, lambda b: batch_speculative(pair, b, replace(config, gamma=g), False, rule))
+        return run_all(
+            batches, lambda b: batch_speculative(pair, b, replace(config, gamma=g), False, rule, cancel), cancel
+        )
 
     fixed = spec(gamma, RAGGED)
     acceptance = fixed["acceptance"]
@@ -225,7 +245,7 @@ def measure_batch(
         "curve_step_seconds": at["step"],
         "ragged": ragged,
         "min_cut": speculative_entry(spec(gamma, MIN_CUT), gamma, plain, at, None),
-        "single_row_engine": single_row_engine(pair, batches, config) if size == 1 else None,
+        "single_row_engine": single_row_engine(pair, batches, config, cancel) if size == 1 else None,
         "gammas": gammas,
         "best_gamma": best_gamma(gammas, "measured_speedup"),
         "predicted_best_gamma": best_gamma(gammas, "expected_speedup"),
@@ -243,19 +263,21 @@ def run_batching(
     log: Callable[[str], None] = lambda message: None,
     gammas: Sequence[int] = DEFAULT_GAMMAS,
     rows: int = DEFAULT_ROWS,
+    cancel: threading.Event | None = None,
 ) -> dict:
-    """The whole measurement as a JSON-ready document (format specviz-batching)."""
+    """The whole measurement as a JSON-ready document (format specviz-batching). A set `cancel` (checked between two
+    rounds or two timings) raises runs.Cancelled: a stopped run has no document."""
     config = replace(config, schedule="constant", alternatives=0, lookahead=0).validate()
     sweep = sorted({*gammas, config.gamma})
     log(f"T(n): the target over n = {curve_tokens[0]}..{curve_tokens[-1]} new tokens")
-    seconds = forward_curve(pair, prompts[0], curve_tokens, repeats)
+    seconds = forward_curve(pair, prompts[0], curve_tokens, repeats, cancel=cancel)
     curve = {"tokens": list(curve_tokens), "seconds": seconds}
     warm = replace(config, max_new_tokens=min(4, config.max_new_tokens))
-    batch_speculative(pair, batch_prompts(prompts, min(2, max(batches))), warm)  # warm-up: first-call costs
+    batch_speculative(pair, batch_prompts(prompts, min(2, max(batches))), warm, cancel=cancel)  # first-call costs
     table = []
     for size in batches:
         log(f"B = {size}: costs; plain, ragged at gamma {', '.join(map(str, sweep))}, min-cut at {config.gamma}")
-        settings = {"rows": rows, "repeats": repeats, "gammas": sweep}
+        settings = {"rows": rows, "repeats": repeats, "gammas": sweep, "cancel": cancel}
         table.append(measure_batch(pair, prompts, size, config, curve, settings))
     return {
         "format": BATCHING_FORMAT,

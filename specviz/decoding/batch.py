@@ -18,6 +18,7 @@ leaves the batch: its cache rows are dropped (DynamicCache.batch_select_indices)
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -399,21 +400,33 @@ def _result(run: BatchRun, started: float) -> BatchResult:
 
 @torch.inference_mode()
 def batch_speculative(
-    pair, prompts: Sequence[Sequence[int]], config: SpecConfig, stop_at_eos: bool = True, rule: str = RAGGED
+    pair,
+    prompts: Sequence[Sequence[int]],
+    config: SpecConfig,
+    stop_at_eos: bool = True,
+    rule: str = RAGGED,
+    cancel: threading.Event | None = None,
 ) -> BatchResult:
-    """Batched speculative decoding with a fixed draft length config.gamma; rule: ragged or min-cut."""
+    """Batched speculative decoding with a fixed draft length config.gamma; rule: ragged or min-cut. A set `cancel`
+    ends it between two rounds (the rows as far as they got)."""
     run = start_batch(pair, prompts, config, speculative=True, stop_at_eos=stop_at_eos, rule=rule)
     started = run.now()
-    while not run.done():
+    while not run.done() and not (cancel is not None and cancel.is_set()):
         batch_round(run, config.gamma)
     return _result(run, started)
 
 
 @torch.inference_mode()
-def batch_plain(pair, prompts: Sequence[Sequence[int]], config: SpecConfig, stop_at_eos: bool = True) -> BatchResult:
-    """The baseline: the target alone over the same batch, one token per row per forward."""
+def batch_plain(
+    pair,
+    prompts: Sequence[Sequence[int]],
+    config: SpecConfig,
+    stop_at_eos: bool = True,
+    cancel: threading.Event | None = None,
+) -> BatchResult:
+    """The baseline: the target alone over the same batch, one token per row per forward (`cancel` as above)."""
     run = start_batch(pair, prompts, config, speculative=False, stop_at_eos=stop_at_eos)
     started = run.now()
-    while not run.done():
+    while not run.done() and not (cancel is not None and cancel.is_set()):
         plain_step(run)
     return _result(run, started)

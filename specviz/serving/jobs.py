@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 
 JobState = Literal["starting", "waiting", "running", "done", "cancelled", "failed"]
 MAX_LOADED_PAIRS = 3  # pairs held in memory at once by the app (the built-in pair and two others)
+SESSION_GRACE = 2.0  # seconds a run's session may be gone (a closed tab) before the run is stopped
 
 
 OOM_ADVICE = (
@@ -77,6 +78,7 @@ class Job:
     waited_seconds: float = 0.0
     thread: threading.Thread | None = field(default=None, repr=False)
     consumed: bool = False  # the page has taken the result
+    orphaned: bool = False  # stopped because its session went (the tab was closed)
 
     @property
     def finished(self) -> bool:
@@ -102,12 +104,33 @@ class Job:
         return self.finished
 
 
+def watch_session(job: Job, alive: Callable[[], bool], grace: float = SESSION_GRACE, every: float = 0.25) -> None:
+    """Until the job finishes: once alive() has been False for `grace` seconds (its browser session is gone), stop
+    it, as Stop would. A reconnect within the grace keeps it."""
+    gone_since: float | None = None
+    while not job.finished:
+        if alive():
+            gone_since = None
+        elif gone_since is None:
+            gone_since = time.monotonic()
+        elif time.monotonic() - gone_since >= grace:
+            job.orphaned = True
+            job.stop()
+            return
+        time.sleep(every)
+
+
 def start_job(
-    name: str, work: Callable[[Job], Any], lock: threading.Lock | None = None, meta: dict | None = None
+    name: str,
+    work: Callable[[Job], Any],
+    lock: threading.Lock | None = None,
+    meta: dict | None = None,
+    alive: Callable[[], bool] | None = None,
 ) -> Job:
     """Run work(job) in a daemon thread, optionally holding `lock` (try without blocking first, then wait,
     cancellable). Work that calls runs.run_trace needs no lock here: the run takes its device's lock itself
-    and reports its wait through job.on_wait."""
+    and reports its wait through job.on_wait. With `alive` (is the session that started it still there?), the
+    run is stopped once its session has gone (watch_session)."""
     job = Job(name, meta=dict(meta or {}))
 
     def worker() -> None:
@@ -134,6 +157,8 @@ def start_job(
 
     job.thread = threading.Thread(target=worker, name=f"specviz-{name}", daemon=True)
     job.thread.start()
+    if alive is not None:
+        threading.Thread(target=watch_session, args=(job, alive), name=f"specviz-{name}-watch", daemon=True).start()
     return job
 
 

@@ -13,10 +13,13 @@ from specviz.decoding.batch import MAX_BATCH
 from specviz.decoding.config import ConfigError
 from specviz.markup import batching as words
 from specviz.runs import encode, exclusive
+from specviz.serving.budgets import BATCH, batch_refusal, stated
+from specviz.serving.jobs import Job
 from specviz.traces.batching import BatchingFileError, load_batching
 
 from .files import curves_dir, load_prompts
-from .pair import require_pair
+from .runner import RunButton, Work, run_section
+from .server import bounded
 from .state import Settings, key, page_state
 
 PAGE = "batching"
@@ -43,8 +46,8 @@ def default_prompts() -> str:
 
 
 def live_form(settings: Settings) -> None:
-    """Batch sizes and prompts of the user's own run; the run itself happens on the press, in this script run."""
-    with st.expander("Run it yourself on the loaded pair", expanded=False):
+    """Batch sizes and prompts of the user's own run, and the run itself: a background job with Stop (runner)."""
+    with st.expander("Run it yourself on the loaded pair", expanded=page_state(PAGE).busy):
         st.caption(
             "Batched plain and speculative decoding (greedy, fixed γ from the sidebar) at each batch size, after "
             "timing T(n). On a CPU with the built-in pair this takes minutes; the tiny pair takes seconds."
@@ -54,33 +57,70 @@ def live_form(settings: Settings) -> None:
             "Prompts, one per line (cycled to fill the largest batch)", default_prompts(), key=key(PAGE, "prompts")
         )
         tokens = st.slider("New tokens per row", 4, 64, 16, key=key(PAGE, "tokens"))
-        if st.button("Run the batches", key=key(PAGE, "run"), type="primary"):
-            _run_live(settings, sizes, texts, tokens)
+        if bounded():
+            st.caption(
+                f"This server is shared, so one run here takes {stated(BATCH)}: the largest batch's rows x (its "
+                "longest prompt + the new tokens). A larger run is refused before it starts."
+            )
+        prompts = [line.strip() for line in texts.splitlines() if line.strip()][:MAX_LIVE_PROMPTS]
+        batches, problem = _batch_sizes(sizes)
+        problem = problem or (None if prompts else "Type at least one prompt.")
+        if problem:
+            st.error(problem)
+        errors = st.container()
+        run_section(
+            PAGE,
+            settings,
+            RunButton(st.columns([1, 3])[0], "Run the batches", icon=":material/play_arrow:", disabled=bool(problem)),
+            lambda: batching_work(prompts, batches, tokens, settings),
+            live=batching_live,
+            errors=errors,
+            batch=prompts,
+            budget=_budget(prompts, batches, tokens, settings.chat),
+        )
+        job = page_state(PAGE).job
+        if job is not None and job.state == "cancelled" and not page_state(PAGE).busy:
+            st.caption("Your run was stopped before it finished: nothing of it is shown.")
 
 
-def _run_live(settings: Settings, sizes: str, texts: str, tokens: int) -> None:
-    state = page_state(PAGE)
-    state.error = None
-    if settings.config is None:
-        state.error = f"The sidebar's settings are out of range: {settings.config_error}"
-        return
-    prompts = [line.strip() for line in texts.splitlines() if line.strip()][:MAX_LIVE_PROMPTS]
-    if not prompts:
-        state.error = "Type at least one prompt."
-        return
+def _batch_sizes(text: str) -> tuple[tuple[int, ...], str | None]:
     try:
-        batches = parse_batches(sizes)
-    except ConfigError as exc:
-        state.error = str(exc).replace("--batch", "The batch sizes")
-        return
+        return parse_batches(text), None
+    except ConfigError:
+        return (), f"Batch sizes: whole numbers from 1 to {MAX_BATCH}, separated by commas (got {text.strip()!r})."
+
+
+def _budget(prompts: list[str], batches: tuple[int, ...], tokens: int, chat: bool):
+    """On an exposed server: the largest batch's rows x (longest prompt + new tokens), checked before the run."""
+    if not bounded() or not batches:
+        return None
+    return lambda pair: batch_refusal(max(batches), [len(encode(pair, p, chat)) for p in prompts], tokens)
+
+
+def batching_work(prompts: list[str], batches: tuple[int, ...], tokens: int, settings: Settings) -> Work:
+    """T(n), then plain and speculative at each batch size, holding the device; Stop (or the session gone) ends it
+    between two rounds."""
     config = replace(settings.config, temperature=0.0, max_new_tokens=tokens)
-    lease = require_pair(settings)
-    if lease is None:
-        return
-    with lease, exclusive(lease.pair), st.spinner("Timing T(n), then both methods at each batch size…"):
-        ids = [encode(lease.pair, text, settings.chat) for text in prompts]
-        curve = tuple(n for n in CURVE_TOKENS if n <= LIVE_TOKENS)
-        state.result = run_batching(lease.pair, ids, config, batches, curve, repeats=1)
+    curve = tuple(n for n in CURVE_TOKENS if n <= LIVE_TOKENS)
+    chat = settings.chat
+
+    def work(job: Job, pair) -> dict:
+        steps = iter(range(len(batches) + 1))
+
+        def log(message: str) -> None:
+            job.fraction = next(steps, len(batches)) / (len(batches) + 1)
+            job.progress = message.replace("gamma", "γ")
+
+        with exclusive(pair, job.cancel, job.on_wait):
+            job.state = "running"
+            ids = [encode(pair, text, chat) for text in prompts]
+            return run_batching(pair, ids, config, batches, curve, repeats=1, log=log, cancel=job.cancel)
+
+    return work
+
+
+def batching_live(job: Job) -> None:
+    st.progress(job.fraction, text=job.progress or "Timing T(n), then both methods at each batch size…")
 
 
 def chosen_result(recorded: dict[str, dict]) -> tuple[dict | None, bool]:
@@ -160,9 +200,6 @@ def batching_page(settings: Settings) -> None:
     for message in refused:
         st.warning(message)
     live_form(settings)
-    state = page_state(PAGE)
-    if state.error:
-        st.error(state.error)
     doc, is_recorded = chosen_result(recorded)
     if doc is None:
         st.info("No recorded result here yet: run `python -m specviz bench --batch 1,2,4,8,16`, or run it above.")

@@ -13,12 +13,13 @@ from specviz.charts.heads import accuracy_figure, training_figure
 from specviz.drafters.heads_file import cached_report, heads_path, save_heads, target_fingerprint
 from specviz.drafters.heads_report import DATA, RECORDED, ReportError, check_report, load_report
 from specviz.runs import Cancelled, exclusive
+from specviz.serving.budgets import TRAINING, stated, training_refusal
 from specviz.serving.jobs import PAIRS, Job
 from specviz.training.train import TrainSettings, TrainStep
 
 from .pair import pair_override
 from .runner import Work
-from .server import session_learning
+from .server import bounded, session_learning
 from .settings import DRAFTER_LABELS
 from .state import page_state
 
@@ -68,6 +69,21 @@ def train_work(settings: TrainSettings, kind: str) -> Work:
         return check_report(report.to_dict())
 
     return work
+
+
+def train_budget(settings: TrainSettings):
+    """On an exposed server: the training's tokens x epochs against the budget, checked before it starts."""
+    return (lambda pair: training_refusal(settings.train_tokens, settings.epochs)) if bounded() else None
+
+
+def budget_note() -> str | None:
+    """The budget as the page states it before the training (None where nothing is bounded)."""
+    if not bounded():
+        return None
+    return (
+        f"This server is shared, so one training here takes {stated(TRAINING)} (tokens x epochs: 16,000 x 16 "
+        "fits); a longer one is refused before it starts."
+    )
 
 
 def describe_machine(names: dict) -> str:

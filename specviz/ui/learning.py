@@ -24,12 +24,13 @@ from specviz.bench.stream import (
 from specviz.decoding.config import SpecConfig
 from specviz.lessons.lab import short
 from specviz.runs import exclusive
+from specviz.serving import budgets
 from specviz.serving.jobs import PAIRS, Job
 
 from .files import ASSETS
 from .pair import pair_override
 from .runner import Work
-from .server import session_learning
+from .server import bounded, session_learning
 from .state import key, page_state
 
 RECORDED = ASSETS / "learning" / "inventory_drift.json"  # python -m specviz bench --stream ... --json <this>
@@ -187,7 +188,17 @@ def learning_form(page: str) -> LearningChoice:
         disabled=what == "stream",
     )
     requests = stream_requests() if what == "stream" else ([Request(text, "yours")] if text.strip() else [])
+    if bounded():
+        st.caption(
+            f"This server is shared, so one run here takes {budgets.stated(budgets.STREAM)} (each runs four "
+            "times); a longer one is refused before it starts."
+        )
     return LearningChoice(requests, st.columns([1, 4])[0])
+
+
+def stream_budget(requests: list[Request]):
+    """On an exposed server: the run's requests against the budget, checked before it starts (runner.launch)."""
+    return (lambda pair: budgets.stream_refusal(len(requests))) if bounded() else None
 
 
 def stream_work(requests: list[Request], config: SpecConfig, chat: bool, first_index: int) -> Work:

@@ -25,10 +25,11 @@ from specviz.traces.trace import Trace
 
 from .pair import require_pair
 from .safe import safe
-from .server import session_learning
+from .server import session_alive, session_learning
 from .state import PageState, Settings, key, page_state
 
 Work = Callable[[Job, Any], Any]  # work(job, pair) -> result, run in the worker thread
+Budget = Callable[[Any], "str | None"]  # budget(pair) -> the one line refusing a run beyond this server's bound
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,8 @@ def contexts_of(prompt: str | None, answer: str, batch: Sequence[str]) -> list[C
     so that one bad prompt stops a batch before it starts."""
     found = [] if prompt is None else [Context(prompt, answer, "Prompt and answer so far" if answer else "Prompt")]
     unique = list(dict.fromkeys(batch))
+    if len(unique) == 1:  # one request: no place to name
+        return found + [Context(unique[0])]
     return found + [
         Context(p, where=f"Prompt {i + 1} of {len(unique)} of the batch ({code(lab.short(p, 40))})")
         for i, p in enumerate(unique)
@@ -97,9 +100,11 @@ def launch(
     answer: str = "",
     batch: Sequence[str] = (),
     meta: dict | None = None,
+    budget: Budget | None = None,
 ) -> bool:
-    """Check what a user can get wrong (the prompt with the answer so far, every prompt of a batch), then run
-    work()(job, pair) in the background. False after an error."""
+    """Check what a user can get wrong (the prompt with the answer so far, every prompt of a batch, the run's size
+    against this server's budget per visitor), then run work()(job, pair) in the background; it stops when this
+    browser session goes. False after an error."""
     contexts = contexts_of(prompt, answer, batch)
     state = page_state(page)
     state.error = None
@@ -116,9 +121,13 @@ def launch(
         if not _check_contexts(state, contexts, lease.pair, settings.chat):
             lease.release()
             return False
+        refused = budget(lease.pair) if budget is not None else None
+        if refused:
+            lease.release()
+            return _fail(state, refused)
         run = work()
         info = {"prompt": prompt or "", "config": settings.config, **(meta or {})}
-        state.job = start_job(page, _leased(run, lease), None, info)
+        state.job = start_job(page, _leased(run, lease), None, info, alive=session_alive())
     except BaseException:
         lease.release()
         raise
@@ -154,6 +163,7 @@ def run_section(
     answer: str = "",
     batch: Sequence[str] = (),
     on_result: Callable[[str, Any, Job], None] = _keep_result,
+    budget: Budget | None = None,
 ) -> PageState:
     """A page's whole run section: the button (launches work() when pressed, after checking the prompt with
     the answer so far, or every prompt of a batch, against the prompt limits), the page's error (in `errors`,
@@ -172,7 +182,7 @@ def run_section(
         state.autorun, clicked = False, True
     if clicked:
         with errors:
-            launched = launch(page, settings, work, prompt=prompt, answer=answer, batch=batch)
+            launched = launch(page, settings, work, prompt=prompt, answer=answer, batch=batch, budget=budget)
         if launched and state.experiment is not None and state.experiment_job is None:
             state.experiment_job = state.job
     if state.error:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+from collections.abc import Callable
 
 import streamlit as st
 
@@ -53,6 +54,24 @@ def shared(env: str) -> bool:
     (one person's machine), never on an exposed one."""
     value = os.environ.get(env, "").strip().lower()
     return value in YES or (value not in NO and is_loopback(server_address()))
+
+
+def bounded() -> bool:
+    """Whether runs have a budget per visitor (serving/budgets.py): on an exposed server, never on a loopback one."""
+    return not is_loopback(server_address())
+
+
+def session_alive() -> Callable[[], bool] | None:
+    """Whether this browser session is still connected, asked from a run's thread (a closed tab stops its run);
+    None where no server runs the script (AppTest)."""
+    from streamlit import runtime
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    if ctx is None or not runtime.exists():
+        return None
+    instance, session = runtime.get_instance(), ctx.session_id
+    return lambda: instance.is_active_session(session)
 
 
 def session_learning() -> SessionLearning:

@@ -1,0 +1,60 @@
+"""How much one visitor's run may take on an exposed server (one that listens beyond this machine's loopback).
+
+Every run holds the one device lock while it computes, so one visitor's long job makes everyone else wait. On an
+exposed server each long job is bounded before it starts, and the page states the bound beside its button: a batch
+by rows x (prompt + new tokens), the Learning page's stream by requests, a training by tokens x epochs. A run
+beyond its bound is refused with one line and never takes the lock. On a loopback address (one person's machine)
+nothing is bounded. ui/server.py decides whether the server is exposed; these are plain numbers and words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+BATCH_TOKENS = 8_192  # rows x (longest prompt + new tokens) of the largest batch: B = 16 at 512 tokens a row
+STREAM_REQUESTS = 8  # requests in one Learning run (each runs four times: the target alone and three drafters)
+TRAINING_TOKEN_EPOCHS = 256_000  # training tokens x epochs: the default EAGLE training (16,000 x 16)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A bound on one run: `what` names the unit ("rows x tokens"), `limit` the most one run may take."""
+
+    what: str
+    limit: int
+
+    def refusal(self, asked: int, detail: str) -> str | None:
+        """None within the bound, else the one line that refuses the run (`detail` shows how `asked` was counted)."""
+        if asked <= self.limit:
+            return None
+        return (
+            f"This run would take {detail} = {asked:,} {self.what}; this shared server allows {self.limit:,} per run. "
+            "Make it smaller and run again."
+        )
+
+
+BATCH = Budget("rows x tokens", BATCH_TOKENS)
+STREAM = Budget("requests", STREAM_REQUESTS)
+TRAINING = Budget("tokens x epochs", TRAINING_TOKEN_EPOCHS)
+
+
+def batch_refusal(largest_batch: int, prompt_tokens: Sequence[int], new_tokens: int) -> str | None:
+    """The largest batch: its rows, each padded to the longest prompt (rows cycle through the prompts), plus the new
+    tokens: what its caches hold at the end."""
+    longest = max(prompt_tokens)
+    detail = f"{largest_batch} rows x ({longest} prompt + {new_tokens} new tokens)"
+    return BATCH.refusal(largest_batch * (longest + new_tokens), detail)
+
+
+def stream_refusal(requests: int) -> str | None:
+    return STREAM.refusal(requests, f"{requests} requests")
+
+
+def training_refusal(tokens: int, epochs: int) -> str | None:
+    return TRAINING.refusal(tokens * epochs, f"{tokens:,} tokens x {epochs} epochs")
+
+
+def stated(budget: Budget) -> str:
+    """The bound as a page states it before the run: 'at most 8,192 rows x tokens per run'."""
+    return f"at most {budget.limit:,} {budget.what} per run"
