@@ -49,6 +49,7 @@ state = ui.run_section(
     budget=ui.stream_budget(choice.requests),
 )
 ui.experiments_section(PAGE)  # beside the run: the answer shows under the Run button
+ui.side_channel_section()
 mine = ui.your_rows(PAGE)
 if state.stopped and not state.busy:
     st.warning(state.stopped)

@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass
 
 from specviz import ASSETS
+from specviz.lessons import side_channel as side
 
 PROMPTS_FILE = ASSETS / "prompts.json"
 PAGE_FILES = {
@@ -472,6 +473,7 @@ LEARNING = (
         "verify that committed one token, and the run took 8 rounds to the model's 6 (0.75×).",
         run=False,
     ),
+    Experiment("learning_side_channel", "learning", side.QUESTION, side.settings(CODE), side.OBSERVE, side.REASON),
 )
 
 EXPERIMENTS: tuple[Experiment, ...] = STEP + RACE + THEORY + LAB + LOSSLESS + HEADS + BATCHING + LEARNING

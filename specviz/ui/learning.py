@@ -250,6 +250,27 @@ def forget_button(page: str, settings) -> None:
         )
 
 
+SIDE_CHANNEL = (
+    "A traffic draft is a copy: the traffic drafter proposes what followed the longest earlier match, and this page "
+    "shows every drafted token, accepted or rejected. With one store for every visitor that would leak two ways. "
+    "**Someone else's words in your drafts**: type the start of another visitor's request and your chips propose "
+    "how theirs went on, even where the target rejects it. **Speed**: a request that repeats earlier text finds long "
+    "matches, so more draft tokens are accepted per round and the answer comes faster; the speed alone tells that "
+    "someone asked it before. So where the server listens beyond this machine, each tab drafts from its own "
+    "requests only; whoever starts the server can share the store, and the sidebar says which it is."
+)
+
+
+def side_channel_section() -> None:
+    """Why a shared traffic store is a side channel, and whose store this session reads."""
+    st.markdown("#### Why your traffic is yours")
+    st.markdown(SIDE_CHANNEL)
+    if session_learning().share_traffic:
+        st.caption("This server shares its store: what you run here can show up in another visitor's drafts.")
+    else:
+        st.caption("Here the store is yours: nobody else drafts from your requests.")
+
+
 def stream_live(job: Job) -> None:
     st.progress(job.fraction, text=job.progress or "running the first request with each drafter…")
 
