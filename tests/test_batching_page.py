@@ -63,7 +63,7 @@ def test_the_shipped_result_shows_at_once(monkeypatch):
     assert list(table["tokens per row per round"]) == [round(r["ragged"]["tokens_per_round"], 2) for r in rows]
     assert list(table["… waiting for the slowest row"]) == [round(r["min_cut"]["tokens_per_round"], 2) for r in rows]
     assert list(table["best γ"]) == [r["best_gamma"] for r in rows]
-    traces = {t["name"]: t for t in chart(at, "speedup")["data"]}
+    traces = {t["name"].replace("<br>", " "): t for t in chart(at, "speedup")["data"]}  # a legend entry wraps
     ragged = traces[f"every row keeps what it accepted, γ = {gamma}"]
     assert ragged["y"] == [r["ragged"]["measured_speedup"] for r in rows]
     assert traces[f"the batch waits for its slowest row, γ = {gamma}"]["y"] == [
@@ -73,7 +73,7 @@ def test_the_shipped_result_shows_at_once(monkeypatch):
     if even is not None:
         marker = traces[f"speculation stops paying at γ = {gamma}: B = {even}"]
         assert marker["x"] == [even, even]  # in data units: the break-even B itself, not its log
-    lengths = {t["name"]: t["y"] for t in chart(at, "rounds")["data"]}
+    lengths = {t["name"].replace("<br>", " "): t["y"] for t in chart(at, "rounds")["data"]}
     assert lengths["every row keeps what it accepted"] == [r["ragged"]["tokens_per_round"] for r in rows]
 
 

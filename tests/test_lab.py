@@ -249,7 +249,11 @@ def test_pair_loader_tiny_override_and_errors():
 def test_charts_build_from_a_trace(trace):
     rejected = next(r for r in trace.rounds if r.rejection_index is not None)
     figure = charts.next_token_figure(rejected)
-    assert {d.name for d in figure.data} == {"p (target)", "q (draft)", "residual norm(max(0, p−q))"}
+    assert {d.name.replace("<br>", " ") for d in figure.data} == {
+        "p (target)",
+        "q (draft)",
+        "residual norm(max(0, p−q))",
+    }
     assert {d.name for d in charts.next_token_figure(rejected, greedy=True).data} == {"p (target)", "q (draft)"}
     assert len(charts.timeline_figure(trace).data) == 3
     assert len(charts.progress_figure(trace).data) == 2

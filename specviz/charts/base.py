@@ -20,6 +20,33 @@ COLORS = {
     "measured": "#db2777",
 }
 FONT = dict(family="Inter, system-ui, sans-serif", size=13, color="#1f2937")
+WRAP = 26  # characters: a chart may be 270 px wide (two to a row in a window 1024 px wide), so longer titles and
+# x-axis titles break at a space rather than leave the figure (tests/test_layout.py)
+LEGEND_WRAP = 22  # a legend starts where the plot does, right of the y-axis's ticks and title
+
+
+def wrap(text: str, width: int = WRAP) -> str:
+    """text in lines of at most `width` characters (a longer word stays whole), joined by plotly's <br>."""
+    if len(text) <= width or "<br>" in text:
+        return text
+    lines = [""]
+    for word in text.split(" "):
+        if lines[-1] and len(lines[-1]) + 1 + len(word) > width:
+            lines.append(word)
+        else:
+            lines[-1] = f"{lines[-1]} {word}".strip()
+    return "<br>".join(lines)
+
+
+def _wrap_texts(fig: go.Figure) -> None:
+    """Every legend entry and x-axis title of fig wrapped (the title by _layout; a y-axis title runs along the
+    figure's height)."""
+    for trace in fig.data:
+        if trace.name:
+            trace.name = wrap(trace.name, LEGEND_WRAP)
+    fig.for_each_xaxis(
+        lambda axis: axis.update(title_text=wrap(axis.title.text), automargin=True) if axis.title.text else None
+    )
 
 
 def _unique(labels: list[str]) -> list[str]:
@@ -33,11 +60,13 @@ def _unique(labels: list[str]) -> list[str]:
 
 
 def _layout(fig: go.Figure, title: str | None = None, height: int = 320, **kwargs) -> go.Figure:
+    title = wrap(title) if title else title
+    _wrap_texts(fig)
     fig.update_layout(
         template="plotly_white",
         font=FONT,
         height=height,
-        margin=dict(l=10, r=10, t=48 if title else 32, b=10),  # room for a subplot title or an annotation on top
+        margin=dict(l=10, r=10, t=(48 + 18 * title.count("<br>")) if title else 32, b=10),  # room for a title on top
         title=dict(text=title, x=0, xanchor="left", font=dict(size=15)) if title else None,
         legend=dict(orientation="h", yanchor="top", y=-0.28, xanchor="left", x=0.0),
         **kwargs,

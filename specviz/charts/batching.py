@@ -81,7 +81,7 @@ def speedup_vs_batch_figure(doc: dict) -> go.Figure:
         )
     _batch_axis(fig, batches)
     fig.update_yaxes(title_text="speed-up over plain decoding", rangemode="tozero")
-    return _layout(fig, "Latency speed-up against the batch size", height=420)
+    return _layout(fig, "Latency speed-up against the batch size", height=520)  # six legend entries, wrapped
 
 
 def round_length_figure(doc: dict) -> go.Figure:
@@ -139,7 +139,7 @@ def batch_gamma_figure(doc: dict) -> go.Figure:
     fig.add_hline(y=1.0, line=dict(color="#94a3b8", dash="dot"))
     gammas = doc["gammas"]
     fig.update_xaxes(title_text="draft length γ", tickvals=gammas, ticktext=[str(g) for g in gammas])
-    fig.update_yaxes(title_text="speed-up over plain decoding (measured)", rangemode="tozero")
+    fig.update_yaxes(title_text="measured speed-up over plain decoding", rangemode="tozero")
     return _layout(fig, "Which γ pays at each batch size (★ the prediction's pick)", height=420)
 
 

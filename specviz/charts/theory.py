@@ -156,7 +156,7 @@ def verify_curve_figure(curve: dict, gamma_max: int = 16) -> go.Figure:
         fig.add_scatter(
             x=[g + 1 for g in extended],
             y=theory.verify_cost_ratios(curve, extended),
-            name="extended linearly (used past the measured end)",
+            name="extended linearly past the measured end",
             mode="lines",
             line=dict(color=COLORS["verify"], width=2, dash="dot"),
             hoverinfo="skip",
