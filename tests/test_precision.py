@@ -197,3 +197,25 @@ def test_a_pair_that_does_not_fit_is_refused_with_both_numbers_and_the_smaller_c
         load_pair(spec)
     monkeypatch.setattr(memory, "available_memory", lambda: need["fp32"])
     assert load_pair(spec).names["precision"] == "fp32"  # exactly enough is enough
+
+
+def test_a_training_that_would_not_fit_is_refused_before_it_starts(monkeypatch):
+    from dataclasses import replace
+
+    from specviz.training import memory as training_memory
+    from specviz.training.features import TrainSettings
+    from specviz.training.train import TrainError
+
+    model = tiny_model(VOCAB, seed=0, hidden=64, layers=2)
+    settings = TrainSettings()
+    need = training_memory.training_bytes(model, settings, "eagle")
+    smallest = training_memory.training_bytes(model, replace(training_memory.SMALLEST, rows=settings.rows), "eagle")
+    assert need > smallest > training_memory.OVERHEAD
+    monkeypatch.setattr(training_memory, "available_memory", lambda: smallest)
+    with pytest.raises(TrainError, match=r"needs about .* GiB more memory and .* GiB is available: the smallest"):
+        training_memory.check_training_memory(model, settings, "eagle")
+    monkeypatch.setattr(training_memory, "available_memory", lambda: smallest - 1)
+    with pytest.raises(TrainError, match="even the smallest setting would not fit"):
+        training_memory.check_training_memory(model, settings, "eagle")
+    monkeypatch.setattr(training_memory, "available_memory", lambda: need)
+    training_memory.check_training_memory(model, settings, "eagle")  # exactly enough is enough

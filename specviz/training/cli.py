@@ -15,6 +15,7 @@ from specviz.progress import ConsoleProgress
 from .eagle_train import train_eagle
 from .features import EAGLE_EPOCHS, default_epochs
 from .greedy import MAX_ROWS
+from .memory import check_training_memory
 from .train import TrainSettings, TrainStep, train_medusa
 
 # Medusa-1 on Vicuna-7B, top-1 accuracy of heads 1-4 (Cai et al. 2024, Figure 2 / Table 1)
@@ -127,6 +128,7 @@ def main(args: argparse.Namespace, load_pair, pair_spec) -> int:
             print(f"{what} loaded from {path} in {seconds:.1f} s (--retrain to train again)")
             print(format_accuracy(report, kind))
             return 0
+    check_training_memory(pair.target, settings, kind)
     train = train_eagle if kind == "eagle" else train_medusa
     heads, report = train(
         pair.target, pair.tokenizer, width, settings, pair.eos_ids, progress=ConsoleProgress(), on_step=_epoch_lines()

@@ -47,9 +47,11 @@ def train_work(settings: TrainSettings, kind: str) -> Work:
 
     def work(job: Job, pair) -> dict:
         from specviz.training.eagle_train import train_eagle
+        from specviz.training.memory import check_training_memory
         from specviz.training.train import train_medusa
 
         job.meta["kind"] = kind  # for the live view's names
+        check_training_memory(pair.target, settings, kind)  # before anything is collected: one line if it won't fit
 
         def progress(message: str, fraction: float) -> None:
             if job.cancel.is_set():
