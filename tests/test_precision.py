@@ -105,6 +105,14 @@ def test_streamed_target_in_each_precision(model, tmp_path, name):
         assert PrepackedLinear in kinds
 
 
+def test_without_prepacking_the_streamed_target_keeps_plain_linear_layers(model, tmp_path):
+    """The bench's --no-prepack (PairSpec.prepack_target=False) reaches the streamed built-in target too."""
+    folder = save_form(model, tmp_path / "float32", "float32")
+    plain = load_streamed(folder, PRECISIONS["fp32"], draft=False, quantize=False, prepack=False)
+    assert not any(isinstance(m, PrepackedLinear) for m in plain.modules())
+    assert any(type(m) is torch.nn.Linear for m in plain.modules())
+
+
 def test_the_int8_draft_form_is_torchs_dynamic_quantization_of_the_float32_weights(model, tmp_path):
     draft = load_streamed(save_form(model, tmp_path / "int8", "int8"), PRECISIONS["bf16"], draft=True, quantize=True)
     theirs = quantize_draft(tiny_model(VOCAB, seed=3, hidden=64, layers=2))

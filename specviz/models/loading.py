@@ -379,7 +379,7 @@ def load_target(
     """The target p and how many of its Linear layers were prepacked. The built-in one on the CPU streams in,
     converted as it loads; others load with from_pretrained and are converted after (int8, or prepacked)."""
     if precision is not None and target.kind == "builtin":
-        model = load_streamed(Path(target.path), precision, draft=False, quantize=False)
+        model = load_streamed(Path(target.path), precision, draft=False, quantize=False, prepack=spec.prepack_target)
         return model, getattr(model, "_specviz_prepacked", 0)
     model = load_model(target, config, device, compute_dtype(device, precision), allow_code, shard)
     if precision is not None and precision.name == "int8":

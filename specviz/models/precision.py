@@ -177,13 +177,14 @@ class Converter:
         return None
 
 
-def load_streamed(folder: Path, precision: Precision, draft: bool, quantize: bool) -> Any:
+def load_streamed(folder: Path, precision: Precision, draft: bool, quantize: bool, prepack: bool = True) -> Any:
     """A converted built-in model (builtin.py's forms) built empty and filled one tensor at a time, each Linear
     converted as its weight arrives (prepacked, int8, or the draft's dynamic int8) and the original dropped at once:
     the peak is the loaded model plus one tensor (streaming.py says why from_pretrained doubles it).
 
     The target computes in the precision's dtype; a quantized draft in float32 (its Linear layers take float32
-    input), with a bfloat16 embedding; an unquantized draft in the precision's dtype."""
+    input), with a bfloat16 embedding; an unquantized draft in the precision's dtype. prepack=False (the bench's
+    --no-prepack) keeps the target's float Linear layers as they are."""
     from accelerate import init_empty_weights
     from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
 
@@ -197,7 +198,7 @@ def load_streamed(folder: Path, precision: Precision, draft: bool, quantize: boo
         model = AutoModelForCausalLM.from_config(config, dtype=dtype)
     # oneDNN packs bfloat16 only where the CPU has the instructions (AVX512-BF16 or AVX-NE-CONVERT)
     native = precision.name == "fp32" or native_bfloat16(torch.device("cpu"))
-    prepack = not draft and precision.name != "int8" and prepack_available() and native
+    prepack = prepack and not draft and precision.name != "int8" and prepack_available() and native
     converted = fill(model, folder, Converter(precision, draft, quantize, dtype, prepack))
     model.generation_config = GenerationConfig.from_pretrained(folder)
     if prepack:
