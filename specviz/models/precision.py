@@ -6,11 +6,13 @@ natively), int8 (the low-memory choice). Memory and speed on this project's CPU:
   int8  weight-only int8, one scale per output row (the embedding too); activations in bfloat16
         (torch._weight_int8pack_mm)
 
-Every form computes each row of a Linear layer's output from that row of the input alone, with the same kernel
-for 1 row as for n: a verify pass and single steps give bit-identical logits at a token, so greedy speculative
-decoding repeats plain decoding of the same precision (tests/real check it). Dynamic int8 quantization
-(activation scales from the whole input) would not: it stays for the draft, whose q is only ever compared with
-what the draft itself drew. The draft is always int8 dynamic on the CPU (fastpath.quantize_draft).
+Each precision is its own target p, and speculative sampling is exact for any p. In every form a Linear layer
+computes each output row from its own input row with the same kernel for 1 row as for n, bit for bit
+(tests/test_precision.py); attention over n query rows sums in another order than over one, so a verify's logits
+differ from single steps' by rounding, and a near-tie can flip greedy text (fp32 20 of 20 bench prompts identical,
+bf16 and int8 19: the note). Dynamic int8 quantization (activation scales from the whole input) would make a row
+depend on the others: it stays for the draft, whose q is only compared with what the draft itself drew. The draft is
+int8 dynamic on the CPU (fastpath.quantize_draft).
 """
 
 from __future__ import annotations
