@@ -191,7 +191,8 @@ def test_a_pair_that_does_not_fit_is_refused_with_both_numbers_and_the_smaller_c
     tokenizer.save_pretrained(tmp_path / "t")
     spec = PairSpec(target=str(tmp_path / "t"), draft=None, device="cpu", precision="fp32")
     configs = {"target": target.config}
-    need = {n: memory.pair_footprint(configs, PRECISIONS[n], False, False) for n in PRECISIONS}
+    counts = memory.pair_counts(configs, False)
+    need = {n: memory.pair_footprint(counts, PRECISIONS[n], False) for n in PRECISIONS}
     assert need["fp32"] > need["bf16"] > need["int8"] > memory.RUNTIME_BYTES
     monkeypatch.setattr(memory, "available_memory", lambda: need["bf16"])
     with pytest.raises(

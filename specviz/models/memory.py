@@ -46,8 +46,12 @@ def model_footprint(counts: tuple[int, int, int], precision: Precision, draft: b
     return itemsize * (linear + embedding + rest)
 
 
-def pair_footprint(configs: dict[str, Any], precision: Precision, quantize: bool, allow_code: bool) -> int:
-    counts = {role: weight_counts(config, allow_code) for role, config in configs.items()}
+def pair_counts(configs: dict[str, Any], allow_code: bool) -> dict[str, tuple[int, int, int]]:
+    """weight_counts of each role's config (a meta model each: built once per load, then priced per precision)."""
+    return {role: weight_counts(config, allow_code) for role, config in configs.items()}
+
+
+def pair_footprint(counts: dict[str, tuple[int, int, int]], precision: Precision, quantize: bool) -> int:
     return RUNTIME_BYTES + sum(
         model_footprint(c, precision, role == "draft", quantize and role == "draft") for role, c in counts.items()
     )
@@ -62,11 +66,12 @@ def available_memory() -> int:
 
 def check_memory(configs: dict[str, Any], precision: Precision, quantize: bool, allow_code: bool) -> int:
     """Refuse a load that would not fit, in one line naming both numbers and the smaller choice; return the need."""
-    need, free = pair_footprint(configs, precision, quantize, allow_code), available_memory()
+    counts = pair_counts(configs, allow_code)
+    need, free = pair_footprint(counts, precision, quantize), available_memory()
     if need <= free:
         return need
     smaller = [
-        (name, pair_footprint(configs, PRECISIONS[name], quantize, allow_code))
+        (name, pair_footprint(counts, PRECISIONS[name], quantize))
         for name in ("bf16", "int8")
         if PRECISIONS[name].bytes_per_weight < precision.bytes_per_weight
     ]

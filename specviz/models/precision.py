@@ -32,18 +32,13 @@ ROW_CHUNK = 8192  # rows quantized at a time: the float copy of the LM head alon
 class Precision:
     name: str  # fp32 | bf16 | int8
     dtype: torch.dtype  # what activations (and the non-Linear weights) are computed in
-    stored: torch.dtype  # the cached weights it is loaded from
     bytes_per_weight: float  # of the Linear layers as loaded
-    label: str  # for the sidebar and the CLI's help
-    exact: bool  # the weights are the GGUF's dequantized values
 
 
 PRECISIONS = {
-    "fp32": Precision("fp32", torch.float32, torch.float32, 4, "float32: the reference, 4x the memory of int8", True),
-    "bf16": Precision("bf16", torch.bfloat16, torch.bfloat16, 2, "bfloat16: half the memory, fast on this CPU", False),
-    "int8": Precision(
-        "int8", torch.bfloat16, torch.bfloat16, 1, "int8 weights: the least memory, slower checks", False
-    ),
+    "fp32": Precision("fp32", torch.float32, 4),
+    "bf16": Precision("bf16", torch.bfloat16, 2),
+    "int8": Precision("int8", torch.bfloat16, 1),
 }
 
 
