@@ -275,16 +275,16 @@ def pair_caption(names: dict) -> str:
 
 def precision_note(names: dict) -> str:
     """What a run's precision means for the exactness a page shows: each precision is its own target p; greedy
-    identity with plain decoding is exact at float32 and nearly always holds at the others (the note's counts)."""
+    identity with plain decoding nearly always holds, float32 rounding least (counts: docs/notes/2026-12-precision.md).
+    No number: the page beside it shows none of the counts."""
     precision = names.get("precision", names.get("dtype", "float32"))
     if precision in ("fp32", "float32"):
-        return "The target runs in float32, the models' exact weights: greedy text matched plain decoding on 20 of 20."
+        return "The target runs in float32, the models' exact weights: the least rounding of the sidebar's choices."
     return (
         f"The target runs in {md(str(precision))}: that rounded model is the target p here, and speculative decoding "
-        "follows it exactly. Its greedy text matched plain decoding on 19 of 20 test prompts at the default settings, "
-        "in bfloat16 and in int8: where two tokens tie within rounding, a verify pass over several tokens and a "
-        "single step can pick differently. **float32** (under **Precision of the weights**) rounds least: identical "
-        "on all 20."
+        "follows it exactly. Rarely, its greedy text differs from plain decoding's: where two tokens tie within "
+        "rounding, a verify pass over several tokens and a single step can pick differently. **float32** (under "
+        "**Precision of the weights**) rounds least."
     )
 
 

@@ -223,8 +223,8 @@ def lossless_results(page: str, dist, *, n: int, seed: int, broken: bool, altern
     st.caption(
         f"Context: {dist.context_tokens} tokens · temperature {dist.temperature:g}"
         f"{f' · top-k {dist.top_k}' if dist.top_k else ''}{f' · top-p {dist.top_p:g}' if dist.top_p < 1 else ''}"
-        f" · {result.n:,} samples each · the target in {dist.precision} (each precision is its own p: the samples "
-        "must follow the loaded one's)"
+        f" · {result.n:,} samples each · the target in {markup.md(dist.precision)} (each precision is its own p: "
+        "the samples must follow the loaded one's)"
     )
     _lossless_metrics(result)
     if broken:
