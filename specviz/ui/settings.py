@@ -37,10 +37,10 @@ PRESET_HELP = (
 MAX_UI_SEED = (1 << 53) - 1  # the largest integer a browser number box holds exactly
 QUANTIZE = {"auto (int8 on CPU)": None, "on (int8)": True, "off": False}
 PRECISIONS = {
-    "auto (bfloat16 where the CPU is fast at it)": "auto",
+    "auto (bfloat16 if fast)": "auto",  # short: the sidebar's box shows about 28 characters at 1024 px
     "bfloat16: half the memory": "bf16",
-    "float32: the exact reference": "fp32",
-    "int8: the least memory": "int8",
+    "float32: exact weights": "fp32",
+    "int8: least memory": "int8",
 }
 PRECISION_HELP = (
     "How the target's weights are held on a CPU. float32 is the models' exact weights and takes the most memory "
