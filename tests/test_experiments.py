@@ -284,11 +284,12 @@ def test_the_heads_experiments_numbers_are_the_recorded_trainings():
     gap = eagle["top1"][0] - medusa["top1"][0]
     assert 0.025 <= gap < 0.05 and "EAGLE ahead here" in both.observe
     assert "about twice what another seed" in both.observe
-    assert f"head 1 is right {top1[0]} of the time (top-5 {pct(medusa['top5'][0])})" in both.observe
-    assert f"EAGLE head is right {pct(eagle['top1'][0])} of the time (top-5 {pct(eagle['top5'][0])})" in both.observe
-    assert medusa["train_tokens"] == eagle["train_tokens"] and f"same {eagle['train_tokens']:,} tokens" in both.observe
-    assert f"({top1[1]}, {top1[2]}, {top1[3]})" in both.reason and len(eagle["top1"]) == 1
-    assert f"trained for {eagle['train_seconds']:.0f} s" in both.reason
+    assert f"the EAGLE head is right {pct(eagle['top1'][0])} of the time, Medusa's first head {top1[0]}" in (
+        " ".join(both.observe.split())
+    )
+    assert medusa["train_tokens"] == eagle["train_tokens"] and "same answers of the same target" in both.observe
+    assert "Medusa's later heads are blind" in both.reason and len(eagle["top1"]) == 1
+    assert 60 <= eagle["train_seconds"] < 600 and "trained for a few minutes" in " ".join(both.reason.split())
 
     lossless = experiments.by_id("heads_lossless")
     assert medusa["vocabulary"] == eagle["vocabulary"] and f"{medusa['vocabulary']:,} tokens" in lossless.observe
@@ -425,7 +426,7 @@ def test_the_floor_experiment_numbers_are_the_recorded_bench_prompts():
     assert 0.95 < min(ratios) <= max(ratios) < 1.05  # as fast as the draft model on every prompt, up to timing noise
     low = next(r for r in rows if r["phase"] == "translation")  # the prompt the button sets
     spread = max(max(r["model"]["repeat_speedups"]) / min(r["model"]["repeat_speedups"]) for r in rows)
-    assert f"differ by up to {spread - 1:.0%} here" in experiments.by_id("learning_bench").reason
+    assert 0.05 <= spread - 1 < 0.15 and "differ by about a tenth here" in experiments.by_id("learning_bench").reason
     # the button's prompt is that translation prompt, as the bench read it from assets/prompts.json
     prompts = load_stream(ROOT / bench["file"], first=2)[1]
     assert prompts[rows.index(low)].prompt == experiments.by_id("learning_bench").values["learning.request"]

@@ -172,8 +172,8 @@ RACE = (
         "page explains why under the race and offers a rerun with a shorter γ. A live race on the built-in pair "
         "keeps the same drafts (greedy); its speed-up is a ratio of two timings and moves with the machine's "
         "speed and load.",
-        "A round drafts 8 tokens (8·c ≈ 1.3 target steps on this CPU) and keeps few of them; on the Theory "
-        "page γ 8 needs an acceptance of about 0.6 to pay with the measured times.",
+        "A round drafts 8 tokens, which together cost more than a target step on this CPU, and keeps few of them; "
+        "on the Theory page γ 8 pays with the measured times only when most of its guesses are kept.",
     ),
     Experiment(
         "rename_auto",
@@ -197,8 +197,8 @@ THEORY = (
         (("theory.g", 8), ("theory.c", 0.16), ("theory.a", 0.61)),
         "At a = 0.61 the Speed-up, measured times shows 1.00×: below it γ 8 loses. The formula's Speed-up, which "
         "counts a verify as one plain step, still shows 1.11×: it breaks even at a lower a.",
-        "Eight drafts cost 8·c = 1.3 target steps per round, and the verify pass of 9 tokens costs more than one "
-        "step on a CPU; only a round that keeps most of its guesses earns that back.",
+        "Eight drafts cost 8·c, more than a whole target step, per round, and the verify pass over all of them "
+        "costs more than one step on a CPU; only a round that keeps most of its guesses earns that back.",
         run=False,
     ),
     Experiment(
@@ -334,14 +334,15 @@ HEADS = (
         "heads",
         "Medusa or EAGLE: which one's first guess is better, and what does each see?",
         (("heads.kind", "eagle"),),
-        "EAGLE ahead here: the EAGLE head is right 42% of the time (top-5 63%), Medusa's head 1 is right "
-        "38% of the time (top-5 61%), trained on the same 18,858 tokens of the same target's own answers. The gap "
-        "is about twice what another seed moves either by (about 2 points).",
+        "EAGLE ahead here: the EAGLE head is right 42% of the time, Medusa's first head 38%, both trained on the "
+        "same answers of the same target. The gap is about twice what another seed moves either by (about 2 "
+        "points).",
         "Both guess the same token, the one after the target's next. Medusa's head sees only h_t; EAGLE's layer "
         "sees the feature f_t and the token the target just chose, and then runs again on its own guess, so its "
-        "second and later guesses see the ones before them, where Medusa's heads 2 to 4 are blind (20%, 13%, 8%). "
-        "The recording measures EAGLE's first guess only; one small layer trained for 222 s has learnt a little "
-        "more from the extra input than Medusa's head: with 18,858 tokens of data, data is the limit for both.",
+        "later guesses see the ones before them, where Medusa's later heads are blind (the chart: their accuracy "
+        "falls fast). The recording measures EAGLE's first guess only; one small layer trained for a few minutes "
+        "has learnt a little more from the extra input than Medusa's head: with this little data, data is the "
+        "limit for both.",
         run=False,
     ),
     Experiment(
@@ -449,10 +450,10 @@ LEARNING = (
         "retraining, template by template: within about a dozen JavaScript requests it is near its Python level.",
         "Its store held Python only: a JavaScript request matches short, generic pieces of it, and what followed "
         "them in Python is wrong. Each JavaScript request that finishes joins the store, and a later one from the "
-        "same template finds long matches again: it recovers without retraining, template by template (4 "
-        "templates, so the first 4 JavaScript requests all start cold). A request whose answer differs from its "
-        "template's earlier ones (request 31's 1.91) still pays for the wrong guesses. The draft model was trained "
-        "on both languages, so the switch barely moves it.",
+        "same template finds long matches again: it recovers without retraining, template by template (the first "
+        "JavaScript request of each template starts cold). A request whose answer differs from its template's "
+        "earlier ones still pays for the wrong guesses. The draft model was trained on both languages, so the "
+        "switch barely moves it.",
         run=False,
     ),
     Experiment(
@@ -468,9 +469,8 @@ LEARNING = (
         "floor: a traffic option counts its first token's rate at a lower confidence bound, so a kind of match "
         "must have held more than once before a short one may outbid the model. Where the prompts share nothing the "
         "matches are short and seldom right, so it drafts with the model: the same rounds, the same work, and "
-        "the same speed up to the timing noise of short requests (the draft model's own 3 runs of one prompt "
-        "differ by up to 11% here). Before that bound, one traffic guess on this translation prompt failed: a "
-        "verify that committed one token, and the run took 8 rounds to the model's 6 (0.75×).",
+        "the same speed up to the timing noise of short requests (the draft model's own repeated runs of one "
+        "prompt differ by about a tenth here).",
         run=False,
     ),
     Experiment("learning_side_channel", "learning", side.QUESTION, side.settings(CODE), side.OBSERVE, side.REASON),
