@@ -11,25 +11,10 @@ PAGE = "learning"
 st.html('<div class="sv-kicker">Drafting from traffic</div>')
 st.title("A speculator that learns from the requests it serves")
 st.markdown(
-    "Production systems do not keep one fixed draft. Together AI's ATLAS keeps a static speculator as a floor, adds "
-    "one that learns from live traffic, and lets a controller choose between them; SuffixDecoding (vLLM's "
-    "*suffix* method) drafts from a suffix tree over earlier outputs. Here the **traffic drafter** matches the "
-    "end of the current text against every request you have run here (and the current one), and proposes the "
-    "most frequent continuation of the longest match; the **controller** picks, each round, traffic, the draft "
-    "model, or both. Drafts are point masses, so the output is still exactly the target's."
+    "A drafter with no model of its own: it remembers the answers it has served, and when a new request starts to "
+    "repeat one it guesses that the rest repeats too. Its guesses improve request after request; a controller picks, "
+    "each round, between it and the draft model. Type a request and press **Run**, or read the recorded stream below."
 )
-
-recorded = ui.recorded_stream()
-if recorded is None:
-    st.warning("The recorded stream (assets/learning/inventory_drift.json) is missing or damaged.")
-else:
-    st.subheader(f"Recorded: {len(recorded['requests'])} code-editing requests, Python then JavaScript")
-    st.caption(
-        f"Recorded with `python -m specviz bench --stream assets/streams/inventory_drift.json` on "
-        f"{recorded['pair'].get('device', 'cpu')}: {recorded['pair'].get('target', '')} ← "
-        f"{recorded['pair'].get('draft', '')}, greedy, {recorded['config']['max_new_tokens']} new tokens per request."
-    )
-    ui.learning_view(recorded["requests"], recorded["summary"], "recorded")
 
 st.subheader("Your requests")
 settings = ui.settings()
@@ -49,6 +34,28 @@ state = ui.run_section(
     budget=ui.stream_budget(choice.requests),
 )
 ui.experiments_section(PAGE)  # beside the run: the answer shows under the Run button
+with st.expander("How the traffic drafter works, and where it comes from", expanded=True):
+    st.markdown(
+        "Production systems do not keep one fixed draft. Together AI's ATLAS keeps a static speculator as a floor, "
+        "adds one that learns from live traffic, and lets a controller choose between them; SuffixDecoding (vLLM's "
+        "*suffix* method) drafts from a suffix tree over earlier outputs. Here the **traffic drafter** matches the "
+        "end of the current text against every request you have run here (and the current one), and proposes the "
+        "most frequent continuation of the longest match; the **controller** picks, each round, traffic, the draft "
+        "model, or both. Drafts are point masses, so the output is still exactly the target's."
+    )
+
+recorded = ui.recorded_stream()
+if recorded is None:
+    st.warning("The recorded stream (assets/learning/inventory_drift.json) is missing or damaged.")
+else:
+    st.subheader(f"Recorded: {len(recorded['requests'])} code-editing requests, Python then JavaScript")
+    st.caption(
+        f"Recorded with `python -m specviz bench --stream assets/streams/inventory_drift.json` on "
+        f"{recorded['pair'].get('device', 'cpu')}: {recorded['pair'].get('target', '')} ← "
+        f"{recorded['pair'].get('draft', '')}, greedy, {recorded['config']['max_new_tokens']} new tokens per request."
+    )
+    ui.learning_view(recorded["requests"], recorded["summary"], "recorded")
+
 ui.side_channel_section()
 mine = ui.your_rows(PAGE)
 if state.stopped and not state.busy:

@@ -19,6 +19,7 @@ from .heads import NAMES as HEAD_NAMES
 from .heads import TOKENS_HELP as HEADS_TOKENS_HELP
 from .heads import TREE_WORDS as HEADS_TREE_WORDS
 from .heads import budget_note as heads_budget_note
+from .heads import explained as heads_explained
 from .heads import heads_result
 from .heads import recorded_reports as heads_recorded
 from .heads import train_budget as heads_train_budget
@@ -87,6 +88,7 @@ __all__ = [
     "heads_recorded",
     "heads_result",
     "heads_budget_note",
+    "heads_explained",
     "heads_train_budget",
     "heads_train_live",
     "heads_train_work",

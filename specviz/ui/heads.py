@@ -207,3 +207,43 @@ def heads_result(page: str, recorded: dict[str, dict | str], settings) -> None:
             show_report(recorded[kind], "recorded", f"Recorded: {markup.md(recorded[kind]['where'])}")
         else:
             st.warning(f"The recorded training of the {name} cannot be shown: {markup.md(recorded.get(kind))}")
+
+
+def explained() -> None:
+    """The two designs, their formulas and how they are trained, under the training: Train stays on the first
+    screen at 1024x768 and the page opens on plain words."""
+    with st.expander("How the heads work, and how they are trained", expanded=True):
+        st.markdown(
+            "A draft model reads the **text** and runs a whole small network per guess. Draft **heads** read what the "
+            "target has already computed: its last hidden state h, the vector its LM head turns into the next token. "
+            "**Medusa** (Cai et al. 2024) puts K small heads on h; head k guesses the token k + 1 positions on, all in "
+            "one cheap pass, blind to the guesses before its own (so its accuracy falls fast with k). **EAGLE** (Li et "
+            "al. 2024) trains one decoder layer to predict the target's *next* hidden state from the current one and "
+            "the token just chosen, and runs it autoregressively: it sees its own guesses, at the cost of one small "
+            "layer per token. Neither needs a second model; both end in the target's own (frozen) LM head."
+        )
+        # side by side, in short lines: a narrow column beside the text cut them off in windows 1024 px wide
+        medusa, eagle = st.columns(2)
+        medusa.latex(
+            r"\begin{gathered}\text{Medusa}: q_k = \operatorname{softmax}(W_{\text{LM}}\, r_k) \\ "
+            r"r_k = h_t + \operatorname{SiLU}(A_k h_t + b_k)\end{gathered}"
+        )
+        eagle.latex(
+            r"\begin{gathered}\text{EAGLE}: \hat f_{t+1} = \text{Layer}(u_t) \\ u_t = W\,[\,e(x_{t+1});\ f_t\,] \\ "
+            r"q = \operatorname{softmax}(W_{\text{LM}}\, \hat f_{t+1})\end{gathered}"
+        )
+        st.caption(
+            "Both learn from the target itself: its own answers to requests about Python code, the text it will "
+            "later be asked to speed up.",
+            help="Medusa: sum of 0.8^k cross-entropy per head. EAGLE: SmoothL1 on the feature + 0.1 cross-entropy "
+            "against the target's whole next-token distribution (EAGLE's soft labels), with noise on its input "
+            "features, as it will read its own imperfect ones when drafting. W_LM is cut to the tokens the answers "
+            "use; q is 0 on the others. The answers are the target's greedy answers to requests about code from "
+            "Python's standard library and requests to write such functions (self-distillation).",
+        )
+        st.markdown(
+            "The target checks a head's guesses exactly as it checks a draft model's: accept d with probability "
+            "min(1, p/q), q being the head's own distribution, and resample from the residual on a rejection, so the "
+            "text still follows p. Medusa's paper also offers **typical acceptance** (keep d if p(d) is above a "
+            "threshold), which is faster but **not lossless**; specviz never uses it."
+        )

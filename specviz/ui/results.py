@@ -143,9 +143,11 @@ def lossless_form(page: str, settings: Settings) -> LosslessChoice:
     prefix = st.text_input(
         "The answer so far (optional): the next token is predicted after this text", key=key(page, "prefix")
     )
-    c1, c2, c3 = st.columns(3)
+    # the run's row right under the context (the Run button on the first screen at 1024x768); what only draws
+    # samples from the computed p and q below it
+    slot, c2, c3 = st.columns([1.4, 2.6, 3], vertical_alignment="center")
     base_temperature = settings.config.temperature if settings.config and settings.config.temperature > 0 else 1.0
-    temperature = c1.slider(
+    temperature = c2.slider(
         "Temperature for this experiment",
         0.05,
         2.0,
@@ -155,14 +157,16 @@ def lossless_form(page: str, settings: Settings) -> LosslessChoice:
         help="Greedy decoding samples nothing, so this page always samples. Top-k and top-p "
         "come from the sidebar and are applied to p and q alike.",
     )
-    n = c2.select_slider(
+    c3.caption("One forward pass of each model over the context; the samples below are drawn from the result.")
+    c1, c2 = st.columns([2, 1])
+    n = c1.select_slider(
         "Samples",
         [1_000, 10_000, 50_000, 100_000, 200_000],
         value=50_000,
         key=key(page, "n"),
         format_func=lambda v: f"{v:,}",
     )
-    seed = c3.number_input("Seed", value=0, step=1, key=key(page, "seed"))
+    seed = c2.number_input("Seed", value=0, step=1, key=key(page, "seed"))
     base_alternatives = settings.config.alternatives if settings.config else 0
     alternatives = st.slider(
         "Alternatives: after a rejection, up to this many more candidates drawn from q",
@@ -179,8 +183,6 @@ def lossless_form(page: str, settings: Settings) -> LosslessChoice:
         ":material/heart_broken: Break the algorithm: after a rejection, draw again from q instead of the residual",
         key=key(page, "broken"),
     )
-    c1, c2 = st.columns([1.4, 5], vertical_alignment="center")
-    c2.caption("One forward pass of each model over the context; the samples are drawn from the result.")
     return LosslessChoice(
         prompt=prompt,
         prefix=prefix,
@@ -189,7 +191,7 @@ def lossless_form(page: str, settings: Settings) -> LosslessChoice:
         seed=int(seed),
         alternatives=int(alternatives),
         broken=bool(broken),
-        slot=c1,
+        slot=slot,
     )
 
 
