@@ -211,51 +211,49 @@ def by_schedule(run: LabRun) -> str:
 
 
 def run_rows(runs: Iterable[LabRun]) -> list[dict]:
-    """One row per run, for a table."""
+    """One row per run, for a table: what sets the run apart and what answers the lab's questions (acceptance,
+    tokens per pass, speed) first, on the first screen of a narrow window; the counts and the prompt after."""
     rows = []
     for run in runs:
         s, c = run.trace.summary, run.trace.config
         rows.append(
             {
                 "category": run.category,
-                "prompt": short(run.prompt, 60),
                 "drafter": drafter_name(c.drafter),
                 "temperature": c.temperature,
+                "acceptance rate": round(s.acceptance_rate, 3),
+                "mean acceptance length": round(s.new_tokens / s.rounds, 2) if s.rounds else 0.0,
+                "tokens / s": round(s.tokens_per_second, 2),
                 "schedule": c.schedule,
-                "gamma": c.gamma,
+                "γ": c.gamma,
                 "new tokens": s.new_tokens,
                 "rounds": s.rounds,
                 "drafted": s.drafted,
                 "accepted": s.accepted,
-                "acceptance rate": round(s.acceptance_rate, 3),
-                "mean acceptance length": round(s.new_tokens / s.rounds, 2) if s.rounds else 0.0,
-                "tokens / s": round(s.tokens_per_second, 2),
+                "prompt": short(run.prompt, 60),
             }
         )
     return rows
 
 
 def drafter_comparison(runs: Iterable[LabRun]) -> list[dict]:
-    """Draft model against n-gram on the same prompt and settings: one row per prompt and temperature."""
+    """Draft model against n-gram on the same prompt and settings: one row per prompt and temperature, each
+    drafter's acceptance, tokens per pass and speed first, the schedule and the prompt after."""
     table: dict[tuple, dict] = {}
     for run in runs:
         c = run.trace.config
         key = (run.category, run.prompt, c.temperature, c.schedule)
-        row = table.setdefault(
-            key,
-            {
-                "category": run.category,
-                "prompt": short(run.prompt, 50),
-                "temperature": c.temperature,
-                "schedule": c.schedule,
-            },
-        )
+        row = table.setdefault(key, {"category": run.category, "temperature": c.temperature})
         s = run.trace.summary
         name = drafter_name(c.drafter)
         row[f"{name}: acceptance"] = round(s.acceptance_rate, 3)
         row[f"{name}: mean acceptance length"] = round(s.new_tokens / s.rounds, 2) if s.rounds else 0.0
         row[f"{name}: tokens / s"] = round(s.tokens_per_second, 2)
-    return [row for row in table.values() if sum(k.endswith(": acceptance") for k in row) >= 2]
+    return [
+        {**row, "schedule": schedule, "prompt": short(prompt, 50)}
+        for (_, prompt, _, schedule), row in table.items()
+        if sum(k.endswith(": acceptance") for k in row) >= 2
+    ]
 
 
 @dataclass(frozen=True)

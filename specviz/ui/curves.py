@@ -106,14 +106,14 @@ def runs_section(a: float, g: int, c: float, curve: dict | None) -> None:
         st.markdown(RUNS_WORDS)
         st.dataframe(
             [
-                {
+                {  # what the chart compares first: the measured speed-up against the formula's
                     "run": pt.label,
+                    "measured speed-up": round(pt.measured_speedup, 2) if pt.measured_speedup is not None else None,
+                    "formula speed-up": round(pt.predicted_speedup, 2) if pt.predicted_speedup is not None else None,
                     "Leviathan's a": round(pt.a, 3),
                     "γ": round(pt.g, 2),
-                    "mean acceptance length": round(pt.tokens_per_round, 2),
                     "c": round(pt.c, 3) if pt.c is not None else None,
-                    "formula speed-up": round(pt.predicted_speedup, 2) if pt.predicted_speedup is not None else None,
-                    "measured speed-up": round(pt.measured_speedup, 2) if pt.measured_speedup is not None else None,
+                    "mean acceptance length": round(pt.tokens_per_round, 2),
                 }
                 for pt in points
             ],

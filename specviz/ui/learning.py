@@ -297,10 +297,11 @@ def your_requests_table(rows: list[dict[str, Any]]) -> None:
     st.dataframe(
         [
             {
-                "#": row["index"] + 1,
-                "request": short(str(row.get("request", "")), 120),  # on one line
+                "#": row["index"]
+                + 1,  # each drafter's numbers before the long request, on a narrow screen's first view
                 **{f"{name}: accepted per round": round(row[d]["mean_accepted_per_round"], 2) for d, name in NAMES},
                 **{f"{name}: speed-up": round(row[d]["speedup"], 2) for d, name in NAMES},
+                "request": short(str(row.get("request", "")), 120),  # on one line
             }
             for row in rows
         ],

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from pathlib import Path
 
 import streamlit as st
 
 from specviz import markup
-from specviz.lessons import lab, recorded
+from specviz.lessons import experiments, lab, recorded
 from specviz.lessons.lossless import Distributions
 from specviz.traces.trace import Trace, TraceError, load_trace
 
@@ -81,12 +82,25 @@ def its_prompt(trace: Trace) -> str:
     return f"its prompt “{markup.md(lab.short(str(trace.prompt), 90))}”"
 
 
+def shown_name(experiment_id: str) -> str:
+    """How an experiment is named on screen: its page and its number there (the id is internal)."""
+    found = next((e for e in experiments.EXPERIMENTS if e.id == experiment_id), None)
+    if found is None:
+        return "an earlier experiment"
+    return f"{experiments.PAGE_TITLES[found.page]}, experiment {experiments.for_page(found.page).index(found) + 1}"
+
+
+def shown_note(note: str) -> str:
+    """A recording's note with the experiment it names as shown_name does ('guided experiment “<id>”')."""
+    return re.sub(r"guided experiment “([^”]*)”", lambda m: f"guided experiment {shown_name(m.group(1))}", note)
+
+
 def trace_origin(trace: Trace) -> str:
     """Which pair, which processor, and the recording's note (the experiments' notes name the machine and date)."""
     names = trace.pair if isinstance(trace.pair, dict) else {}
     return (
         f"{markup.md(names.get('target', '?'))} ← {markup.md(names.get('draft', '?'))} on "
-        f"{markup.md(names.get('device', '?'))}; {markup.md(trace.note or 'no note')}"
+        f"{markup.md(names.get('device', '?'))}; {markup.md(shown_note(trace.note or 'no note'))}"
     )
 
 
@@ -130,5 +144,5 @@ def race_recording() -> Trace | None:
 def recorded_points() -> list[tuple[str, Trace]]:
     """The recorded runs that timed plain decoding, for the Theory page before this session has any."""
     runs = [(f"recorded: {name}", t) for name, t in recorded_traces()]
-    runs += [(f"recorded experiment: {name}", t) for name, t in experiment_traces().items()]
+    runs += [(f"recorded: {shown_name(name)}", t) for name, t in experiment_traces().items()]
     return [(label, t) for label, t in runs if t.baseline_summary is not None]
