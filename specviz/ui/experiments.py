@@ -7,6 +7,7 @@ and, once that run has finished, what to look for and why (docs/DESIGN.md, "Guid
 from __future__ import annotations
 
 import streamlit as st
+import streamlit.components.v1 as components
 
 from specviz.lessons import experiments
 from specviz.lessons.experiments import Experiment
@@ -58,14 +59,48 @@ def _experiment(experiment: Experiment, number: int) -> None:
         st.caption("Running… what to look for appears here when the run has finished.")
 
 
+PATH_PARAM = "path"  # ?path=<its number on the ten-minute path>: the page opens at that experiment
+
+
+def path_step(page: str) -> int | None:
+    """The number on the ten-minute path this page was opened at, if it names one of this page's experiments."""
+    number = st.query_params.get(PATH_PARAM, "")
+    if not number.isdigit() or not 1 <= int(number) <= len(experiments.PATH):
+        return None
+    return int(number) if experiments.by_id(experiments.PATH[int(number) - 1]).page == page else None
+
+
+def _scroll_to(css_class: str) -> None:
+    """Scroll the page to the element of that class once it is drawn (a zero-height script beside it), once per
+    visit: the mark on the page's window stops a rerun's copy of the script from scrolling the reader back. It
+    scrolls again twice within 1.5 s, as what is drawn above it may still move it."""
+    components.html(
+        "<script>const w = window.parent, mark = '" + css_class + "@' + w.location.pathname + w.location.search;"
+        "const find = () => w.document.querySelector('." + css_class + "');"
+        "const show = () => { const el = find(); if (el) el.scrollIntoView({block: 'center'}); };"
+        "const go = (tries) => { if (find()) { w.__svPathScrolled = mark; show(); setTimeout(show, 500);"
+        "setTimeout(show, 1500); } else if (tries) setTimeout(() => go(tries - 1), 100); };"
+        "if (w.__svPathScrolled !== mark) go(50);</script>",
+        height=0,
+    )
+
+
 def experiments_section(page: str) -> None:
-    """The page's guided experiments, in an expander that stays open while one of them is under way."""
+    """The page's guided experiments, in an expander that stays open while one of them is under way. Opened from
+    the ten-minute path, the page scrolls to that experiment, which is framed and says its step."""
     found = experiments.for_page(page)
     if not found:
         return
+    step = path_step(page)
     with st.expander(f"Guided experiments: {len(found)} questions to answer by doing one thing", expanded=True):
         for number, experiment in enumerate(found, start=1):
-            _experiment(experiment, number)
+            on_path = step is not None and experiments.PATH[step - 1] == experiment.id
+            with st.container(key=f"sv-exp-{experiment.id}", border=on_path):
+                if on_path:
+                    st.caption(f"Step {step} of {len(experiments.PATH)} on the ten-minute path: press the button.")
+                _experiment(experiment, number)
+    if step is not None:
+        _scroll_to(f"st-key-sv-exp-{experiments.PATH[step - 1]}")
 
 
 def ten_minute_path() -> None:
@@ -75,7 +110,10 @@ def ten_minute_path() -> None:
             experiment = experiments.by_id(experiment_id)
             title = experiments.PAGE_TITLES[experiment.page]
             st.page_link(  # the page's name only: a whole question was cut off in a narrow window
-                experiments.PAGE_FILES[experiment.page], label=f"{number}. {title}", icon=":material/arrow_forward:"
+                experiments.PAGE_FILES[experiment.page],
+                label=f"{number}. {title}",
+                icon=":material/arrow_forward:",
+                query_params={PATH_PARAM: str(number)},  # lands on the experiment (experiments_section)
             )
             st.caption(experiment.question)
         st.caption("On each page, Guided experiments sits under the Run button: press the question's button.")
