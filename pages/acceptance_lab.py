@@ -60,6 +60,7 @@ with form:
     c2.caption(
         f"{len(plan)} runs of up to {base.max_new_tokens if base else '?'} new tokens each, one after the other "
         "(γ, top-k, top-p, seed and max new tokens come from the sidebar). Stop keeps the finished runs."
+        + ui.lab_budget_note()
     )
 
 state = ui.run_section(
@@ -71,6 +72,7 @@ state = ui.run_section(
     live=ui.lab_live,
     errors=form,
     on_result=ui.adopt_lab_runs,
+    budget=ui.lab_budget(plan),
 )
 ui.experiments_section(PAGE)  # beside the run: the answer shows under the Run button
 

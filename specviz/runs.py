@@ -10,6 +10,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 
 import torch
 
@@ -72,7 +74,87 @@ class Cancelled(RuntimeError):
     """The user stopped a run while it was still waiting for the models."""
 
 
-_DEVICE_LOCKS: dict[str, threading.Lock] = {}
+VISITOR: ContextVar[str] = ContextVar("specviz_visitor", default="")  # whom a run is for (a job's worker sets it)
+MAX_VISITORS_KEPT = 4096  # visitors whose last turn a device lock remembers (the oldest are forgotten first)
+
+
+@dataclass
+class _Ticket:
+    visitor: str
+    order: int
+    granted: bool = False
+
+
+class DeviceLock:
+    """One processor's lock, handed out in turns so that no visitor can hold it by queueing.
+
+    A plain lock goes to whichever waiting thread wakes first, so a visitor who queues run after run (from several
+    tabs or pages) could keep everyone else waiting. This one, when it frees, goes to the waiting run whose visitor
+    was served least recently (never served first), and among one visitor's runs to the one that asked first: while
+    others wait, each visitor gets one run per turn. A visitor is whatever VISITOR holds in the waiting thread
+    (the app: the browser's address; everything else: "", one visitor).
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._held = False
+        self._waiting: list[_Ticket] = []
+        self._asked = 0
+        self._turn = 0
+        self._served: dict[str, int] = {}  # visitor -> the turn they last got, least recent first
+
+    def locked(self) -> bool:
+        return self._held
+
+    def acquire(
+        self, cancel: threading.Event | None = None, on_wait: Callable[[float], None] | None = None, every: float = 0.5
+    ) -> None:
+        """Wait for this visitor's turn; on_wait(seconds waited) about every `every` seconds meanwhile, and a set
+        cancel gives up the place (Cancelled)."""
+        started = time.perf_counter()
+        with self._cond:
+            ticket = _Ticket(VISITOR.get(), self._asked)
+            self._asked += 1
+            self._waiting.append(ticket)
+            self._grant()
+            while not ticket.granted:
+                self._cond.wait(every)
+                if ticket.granted:
+                    break
+                if cancel is not None and cancel.is_set():
+                    self._waiting.remove(ticket)
+                    raise Cancelled("stopped while waiting for another run to finish")
+                if on_wait is not None:
+                    on_wait(time.perf_counter() - started)
+
+    def release(self) -> None:
+        with self._cond:
+            self._held = False
+            self._grant()
+
+    def _grant(self) -> None:
+        """The next turn, if the device is free: least recently served visitor first, then order of asking."""
+        if self._held or not self._waiting:
+            return
+        ticket = min(self._waiting, key=lambda t: (self._served.get(t.visitor, -1), t.order))
+        self._waiting.remove(ticket)
+        ticket.granted, self._held = True, True
+        self._served.pop(ticket.visitor, None)  # re-inserted last: the dict stays least recent first
+        self._served[ticket.visitor] = self._turn
+        self._turn += 1
+        while len(self._served) > MAX_VISITORS_KEPT:
+            del self._served[next(iter(self._served))]
+        self._cond.notify_all()
+
+    def __enter__(self) -> DeviceLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+_DEVICE_LOCKS: dict[str, DeviceLock] = {}
 _DEVICE_LOCKS_GUARD = threading.Lock()
 
 
@@ -84,12 +166,12 @@ def device_key(device) -> str:
     return f"{device.type}:{0 if device.index is None else device.index}"
 
 
-def device_lock(device) -> threading.Lock:
+def device_lock(device) -> DeviceLock:
     """The one lock of this device, shared by every pair on it: two pairs on one processor never run at once
     (they would share its cores or memory, and both timings would be wrong)."""
     name = device_key(device)
     with _DEVICE_LOCKS_GUARD:
-        return _DEVICE_LOCKS.setdefault(name, threading.Lock())
+        return _DEVICE_LOCKS.setdefault(name, DeviceLock())
 
 
 @contextmanager
@@ -97,18 +179,14 @@ def exclusive(
     pair, cancel: threading.Event | None = None, on_wait: Callable[[float], None] | None = None
 ) -> Iterator[None]:
     """Hold the lock of the pair's device for a whole run: runs on one device never overlap, whatever their
-    pair, so every timing is honest and no two runs share a processor.
+    pair, so every timing is honest and no two runs share a processor; waiting runs take turns by visitor
+    (DeviceLock).
 
     While another run holds it, on_wait(seconds waited) is called about twice a second (a page shows
     that it waits), and a set cancel flag gives up the wait.
     """
     lock = device_lock(pair.device)
-    started = time.perf_counter()
-    while not lock.acquire(timeout=0.5):
-        if cancel is not None and cancel.is_set():
-            raise Cancelled("stopped while waiting for another run to finish")
-        if on_wait is not None:
-            on_wait(time.perf_counter() - started)
+    lock.acquire(cancel, on_wait)
     try:
         yield
     finally:

@@ -65,7 +65,7 @@ def test_a_batching_run_stops_on_stop_and_on_a_closed_tab_and_the_budget_refuses
             a, b = open_batching(ctx_a, url), open_batching(ctx_b, url)
             # a batch beyond the budget, stated beside the button: one line, no run (no Stop button, no waiting)
             start_run(b, "64", 64, prompts=" ".join(["word"] * 200))
-            expect(b.get_by_text("one run here takes at most 8,192 rows x tokens per run").first).to_be_visible()
+            expect(b.get_by_text("its largest batch takes at most 8,192 rows x tokens").first).to_be_visible()
             expect(b.get_by_text("this shared server allows 8,192 per run")).to_be_visible(timeout=30_000)
             assert stop_button(b).count() == 0
 

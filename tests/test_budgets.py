@@ -27,7 +27,13 @@ def test_the_bounds_and_their_one_line_refusals():
         "This run would take 64 rows x (500 prompt + 64 new tokens) = 36,096 rows x tokens; this shared server allows "
         "8,192 per run. Make it smaller and run again."
     )
-    assert budgets.stream_refusal(8) is None and "32 requests = 32 requests" in budgets.stream_refusal(32)
+    assert budgets.stream_refusal(8) is None
+    assert budgets.stream_refusal(32).startswith("This run would take 32 requests; this shared server allows 8 per")
+    assert budgets.batch_work_refusal([16], [448], 64, 8) is None  # the largest batch, decoded 8 times: just fits
+    assert "36 rows over its batch sizes x (500 prompt + 12 new tokens) x 7 runs each = 129,024" in (
+        budgets.batch_work_refusal([4, 4, 4, 8, 16], [500, 12], 12, 7)
+    )
+    assert budgets.lab_refusal(64, 64) is None and "480 runs x 64 new tokens = 30,720" in budgets.lab_refusal(480, 64)
     assert budgets.training_refusal(16_000, 16) is None
     assert "40,000 tokens x 24 epochs = 960,000 tokens x epochs" in budgets.training_refusal(40_000, 24)
 
@@ -77,13 +83,37 @@ def captions(at) -> str:
 
 def test_the_batching_page_states_its_budget_and_refuses_a_batch_beyond_it(exposed):
     at = go(exposed, "batching")
-    assert "one run here takes at most 8,192 rows x tokens per run" in captions(at)
+    assert "its largest batch takes at most 8,192 rows x tokens" in captions(at)
     at.text_input(key="batching.sizes").set_value("1,64")
     at.slider(key="batching.tokens").set_value(64)
     at.button(key="batching.run").click().run()
     (error,) = [e.value for e in at.error]
     assert error.startswith("This run would take 64 rows x (") and "allows 8,192 per run" in error
     assert state(at, "batching").job is None  # refused before it started
+
+
+def test_a_batching_run_of_every_batch_size_is_refused_though_its_largest_batch_fits(exposed):
+    """Sizes 1..64 of a short prompt: the largest batch fits the memory bound, but the run decodes 64 batch sizes 8
+    times each (about 9 minutes on the tiny pair, hours on the built-in one): refused by the bound on all its runs."""
+    at = go(exposed, "batching")
+    assert "all its batch sizes together decode at most 65,536 rows x tokens decoded" in captions(at)
+    at.number_input(key="cfg.gamma").set_value(32)
+    at.text_input(key="batching.sizes").set_value(",".join(str(n) for n in range(1, 65)))
+    at.text_area(key="batching.prompts").set_value("abc")
+    at.slider(key="batching.tokens").set_value(64).run()
+    at.button(key="batching.run").click().run()
+    (error,) = [e.value for e in at.error]
+    assert error.startswith("This run would take 2,088 rows over its batch sizes x (3 prompt + 64 new tokens) x 8 runs")
+    assert state(at, "batching").job is None
+
+
+def test_an_acceptance_lab_batch_beyond_its_budget_is_refused(exposed):
+    at = go(exposed, "acceptance_lab")
+    assert "one batch here takes at most 4,096 runs x new tokens per run" in captions(at)
+    at.text_area(key="lab.own").set_value("\n".join(f"prompt {i}" for i in range(100))).run()
+    at.button(key="lab.run").click().run()
+    (error,) = [e.value for e in at.error]
+    assert "210 runs x 32 new tokens" in error and "allows 4,096 per run" in error and state(at, "lab").job is None
 
 
 def test_the_learning_page_refuses_the_whole_stream_and_a_single_request_is_named_plainly(exposed):
@@ -113,3 +143,37 @@ def test_the_heads_page_refuses_a_training_beyond_its_budget(exposed):
 def test_nothing_is_bounded_on_a_loopback_address(monkeypatch, tmp_path):
     at = go(open_app(monkeypatch, tmp_path), "batching")
     assert "rows x tokens" not in captions(at)
+
+
+def test_the_device_goes_to_visitors_in_turns_so_queued_runs_cannot_hold_it():
+    """Visitor H holds the device and queues three more runs (more tabs or pages), then F queues two: as the device
+    frees, F's first run goes before H's queued ones and the two visitors alternate (a plain lock hands it to
+    whichever waiting run wakes first, so H's queue could keep F waiting)."""
+    from types import SimpleNamespace
+
+    from specviz.runs import exclusive
+
+    pair, order, release = SimpleNamespace(device="cpu"), [], threading.Event()
+
+    def work(job):
+        with exclusive(pair, job.cancel, job.on_wait):
+            order.append(job.name)
+            if job.name == "H0":
+                release.wait(10)
+
+    jobs = [start_job("H0", work, visitor="address H")]
+    while order != ["H0"]:
+        time.sleep(0.01)
+    for name in ("H1", "H2", "H3", "F1", "F2"):  # each asks in this order
+        jobs.append(start_job(name, work, visitor=f"address {name[0]}"))
+        time.sleep(0.1)
+    release.set()
+    assert all(job.join(10) for job in jobs)
+    assert order == ["H0", "F1", "H1", "F2", "H2", "H3"]
+
+
+def test_the_sidebar_says_runs_are_bounded_and_take_turns_and_whether_traffic_is_saved(exposed):
+    at = exposed
+    sidebar = "\n".join(c.value for c in at.sidebar.caption)
+    assert "Runs: bounded per run" in sidebar and "visitors take turns" in sidebar
+    assert "Saved traffic: none" in sidebar and "SPECVIZ_TRAFFIC_PERSIST=1" in sidebar

@@ -19,7 +19,7 @@ import torch
 
 from specviz.errors import UserError
 from specviz.progress import Progress
-from specviz.runs import Cancelled
+from specviz.runs import VISITOR, Cancelled
 
 log = logging.getLogger(__name__)
 
@@ -126,14 +126,16 @@ def start_job(
     lock: threading.Lock | None = None,
     meta: dict | None = None,
     alive: Callable[[], bool] | None = None,
+    visitor: str = "",
 ) -> Job:
     """Run work(job) in a daemon thread, optionally holding `lock` (try without blocking first, then wait,
-    cancellable). Work that calls runs.run_trace needs no lock here: the run takes its device's lock itself
-    and reports its wait through job.on_wait. With `alive` (is the session that started it still there?), the
-    run is stopped once its session has gone (watch_session)."""
+    cancellable). Work that calls runs.run_trace needs no lock here: the run takes its device's lock itself, in
+    `visitor`'s turn (runs.DeviceLock), and reports its wait through job.on_wait. With `alive` (is the session that
+    started it still there?), the run is stopped once its session has gone (watch_session)."""
     job = Job(name, meta=dict(meta or {}))
 
     def worker() -> None:
+        VISITOR.set(visitor)  # this thread's own context: the device lock gives turns by visitor
         if lock is not None and not lock.acquire(blocking=False):
             job.state = "waiting"
             start = time.monotonic()

@@ -45,7 +45,18 @@ from .race import adopt_race, race_live, race_to_show, race_upload, show_race
 from .recorded import experiment_traces, lab_to_show, lossless_to_show, recorded_lab, recorded_lossless
 from .results import adopt_lab_runs, lab_results, lossless_form, lossless_results
 from .router import ROUTER_KEY, page_guard
-from .runner import RunButton, lab_live, lab_work, launch, lossless_work, quiet_live, run_section, trace_work
+from .runner import (
+    RunButton,
+    lab_budget,
+    lab_budget_note,
+    lab_live,
+    lab_work,
+    launch,
+    lossless_work,
+    quiet_live,
+    run_section,
+    trace_work,
+)
 from .settings import settings, sidebar, with_temperature
 from .state import PageState, Settings, Shared, adopt_trace, history, key, page_state, remember, shared
 from .viewer import (
@@ -100,6 +111,8 @@ __all__ = [
     "lab_live",
     "lab_results",
     "lab_to_show",
+    "lab_budget",
+    "lab_budget_note",
     "lab_work",
     "launch",
     "legend",

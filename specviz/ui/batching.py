@@ -8,12 +8,12 @@ from dataclasses import replace
 import streamlit as st
 
 from specviz import charts
-from specviz.bench.batching import CURVE_TOKENS, parse_batches, run_batching
+from specviz.bench.batching import CURVE_TOKENS, DEFAULT_GAMMAS, DEFAULT_ROWS, parse_batches, run_batching
 from specviz.decoding.batch import MAX_BATCH
 from specviz.decoding.config import ConfigError
 from specviz.markup import batching as words
 from specviz.runs import encode, exclusive
-from specviz.serving.budgets import BATCH, batch_refusal, stated
+from specviz.serving.budgets import BATCH, BATCH_DECODED, batch_refusal, batch_work_refusal
 from specviz.serving.jobs import Job
 from specviz.traces.batching import BatchingFileError, load_batching
 
@@ -59,8 +59,11 @@ def live_form(settings: Settings) -> None:
         tokens = st.slider("New tokens per row", 4, 64, 16, key=key(PAGE, "tokens"))
         if bounded():
             st.caption(
-                f"This server is shared, so one run here takes {stated(BATCH)}: the largest batch's rows x (its "
-                "longest prompt + the new tokens). A larger run is refused before it starts."
+                f"This server is shared, so a run here has two bounds: its largest batch takes at most "
+                f"{BATCH.limit:,} {BATCH.what} (rows x (the longest prompt + the new tokens)), and all its batch "
+                f"sizes together decode at most {BATCH_DECODED.limit:,} {BATCH_DECODED.what} (each size decodes at "
+                f"least {DEFAULT_ROWS} rows, once plain and once per draft length and rule). A larger run "
+                "is refused before it starts."
             )
         prompts = [line.strip() for line in texts.splitlines() if line.strip()][:MAX_LIVE_PROMPTS]
         batches, problem = _batch_sizes(sizes)
@@ -76,7 +79,7 @@ def live_form(settings: Settings) -> None:
             live=batching_live,
             errors=errors,
             batch=prompts,
-            budget=_budget(prompts, batches, tokens, settings.chat),
+            budget=_budget(prompts, batches, tokens, settings),
         )
         job = page_state(PAGE).job
         if job is not None and job.state == "cancelled" and not page_state(PAGE).busy:
@@ -90,11 +93,20 @@ def _batch_sizes(text: str) -> tuple[tuple[int, ...], str | None]:
         return (), f"Batch sizes: whole numbers from 1 to {MAX_BATCH}, separated by commas (got {text.strip()!r})."
 
 
-def _budget(prompts: list[str], batches: tuple[int, ...], tokens: int, chat: bool):
-    """On an exposed server: the largest batch's rows x (longest prompt + new tokens), checked before the run."""
-    if not bounded() or not batches:
+def _budget(prompts: list[str], batches: tuple[int, ...], tokens: int, settings: Settings):
+    """On an exposed server: the largest batch's rows x (longest prompt + new tokens), and the rows x tokens that all
+    the run's decodes take (run_batching decodes each batch size plain, ragged at every draft length of its sweep
+    and min-cut, over at least DEFAULT_ROWS rows), checked before the run."""
+    if not bounded() or not batches or settings.config is None:
         return None
-    return lambda pair: batch_refusal(max(batches), [len(encode(pair, p, chat)) for p in prompts], tokens)
+    runs = len({*DEFAULT_GAMMAS, settings.config.gamma}) + 2
+    rows_decoded = [size * max(1, -(-DEFAULT_ROWS // size)) for size in batches]  # bench.batching.batches_of
+
+    def refusal(pair) -> str | None:
+        lengths = [len(encode(pair, p, settings.chat)) for p in prompts]
+        return batch_refusal(max(batches), lengths, tokens) or batch_work_refusal(rows_decoded, lengths, tokens, runs)
+
+    return refusal
 
 
 def batching_work(prompts: list[str], batches: tuple[int, ...], tokens: int, settings: Settings) -> Work:

@@ -20,12 +20,13 @@ from specviz.decoding.config import SpecConfig
 from specviz.lessons import lab
 from specviz.markup import code
 from specviz.runs import Cancelled, PromptError, check_length, encode, run_trace
+from specviz.serving import budgets
 from specviz.serving.jobs import Job, Lease, describe_error, start_job
 from specviz.traces.trace import Trace
 
 from .pair import require_pair
 from .safe import safe
-from .server import session_alive, session_learning
+from .server import bounded, session_alive, session_learning, visitor
 from .state import PageState, Settings, key, page_state
 
 Work = Callable[[Job, Any], Any]  # work(job, pair) -> result, run in the worker thread
@@ -127,7 +128,7 @@ def launch(
             return _fail(state, refused)
         run = work()
         info = {"prompt": prompt or "", "config": settings.config, **(meta or {})}
-        state.job = start_job(page, _leased(run, lease), None, info, alive=session_alive())
+        state.job = start_job(page, _leased(run, lease), None, info, alive=session_alive(), visitor=visitor())
     except BaseException:
         lease.release()
         raise
@@ -206,8 +207,8 @@ def _live_fragment(page: str, render: Callable[[Job], None]) -> None:
     with c1:
         if job.state == "waiting":
             st.info(
-                f"Another run (from another tab or user) is using the models. Yours starts as soon as it "
-                f"ends — waiting {job.waited_seconds:.0f} s. Press Stop to give up."
+                "Another run (from another tab or user) is using the models. Visitors take turns, one run "
+                f"each, and yours starts in its turn — waiting {job.waited_seconds:.0f} s. Press Stop to give up."
             )
         elif job.cancel.is_set():
             st.caption("Stopping after the current round…")
@@ -288,6 +289,21 @@ def lab_work(plan: Sequence[lab.PlannedRun], chat: bool) -> Work:
         return BatchResult(runs)
 
     return work
+
+
+def lab_budget(plan: Sequence[lab.PlannedRun]) -> Budget | None:
+    """On an exposed server: the batch's runs x max new tokens against the budget, checked before it starts."""
+    if not bounded() or not plan:
+        return None
+    tokens = max(p.config.max_new_tokens for p in plan)
+    return lambda pair: budgets.lab_refusal(len(plan), tokens)
+
+
+def lab_budget_note() -> str:
+    """The bound as the Acceptance lab states it before the batch ("" where nothing is bounded)."""
+    if not bounded():
+        return ""
+    return f" This server is shared, so one batch here takes {budgets.stated(budgets.LAB)}."
 
 
 def lossless_work(prompt: str, config: SpecConfig, chat: bool, answer_prefix: str) -> Work:

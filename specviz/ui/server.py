@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
+from specviz.drafters.traffic import PERSIST_ENV
 from specviz.markup import code
 from specviz.models.loading import TRUST_REMOTE_CODE_ENV, PairSpec, allow_remote_code
 from specviz.serving.sessions import SessionLearning
@@ -72,6 +73,19 @@ def session_alive() -> Callable[[], bool] | None:
         return None
     instance, session = runtime.get_instance(), ctx.session_id
     return lambda: instance.is_active_session(session)
+
+
+def visitor() -> str:
+    """Whom this session's runs are for, as the device's turns tell visitors apart (runs.DeviceLock): the browser's
+    address, so that several tabs or pages of one machine are one visitor; this session where there is none
+    (localhost, AppTest). Behind a proxy or a shared NAT every visitor has the proxy's address: one visitor."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    address = st.context.ip_address
+    if address:
+        return f"address {address}"
+    ctx = get_script_run_ctx()
+    return f"session {ctx.session_id}" if ctx is not None else ""
 
 
 def session_learning() -> SessionLearning:
@@ -149,4 +163,24 @@ def sharing_note() -> str:
             words.append(f"{what}: {everyone} ({code(f'{env}=0')} at server start keeps them apart).")
         else:
             words.append(f"{what}: {mine} ({code(f'{env}=1')} at server start shares them).")
+    words.append(_persistence_words(learning.share_traffic))
+    words.append(_bounds_words())
     return "  \n".join(words)
+
+
+def _persistence_words(shared_traffic: bool) -> str:
+    switch = code(f"{PERSIST_ENV}=1")
+    if os.environ.get(PERSIST_ENV) != "1":
+        return f"Saved traffic: none; every store goes with the server ({switch} at its start saves the shared one)."
+    if shared_traffic:
+        return f"Saved traffic: the shared store is kept in the model cache across restarts ({switch} at server start)."
+    return f"Saved traffic: none for you, a tab's own store is never saved (only the shared one is, with {switch})."
+
+
+def _bounds_words() -> str:
+    if bounded():
+        return (
+            f"Runs: bounded per run (each page states its bound), and visitors take turns on the device, because this "
+            f"server listens on {_listening_on()}."
+        )
+    return f"Runs: unbounded, because this server listens on {_listening_on()} only."
