@@ -14,6 +14,9 @@ One round for the whole batch (see docs/DESIGN.md, "Batching"):
              where j_r = m, else its accepted d_r,m+1; the batch waits for its slowest row.
 Prompts of different lengths are padded on the left (holes, too). A row that ends (end of sequence or its budget)
 leaves the batch: its cache rows are dropped (DynamicCache.batch_select_indices).
+Every forward here runs under fastpath.per_token_activations: the CPU's int8 draft then quantizes each token's
+activations on their own, where torch's dynamic int8 takes one scale for the whole batch, which made a row's drafts
+(and its acceptance) depend on its neighbours (docs/notes/2026-12-ragged-batching.md).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any
 import torch
 from transformers import DynamicCache, LogitsProcessorList
 
+from ..models.fastpath import per_token_activations
 from .acceptance import Decision, verify
 from .config import SpecConfig
 from .engine import EngineError, make_generator, synchronize, vocab_width
@@ -91,7 +95,8 @@ class BatchCache:
 
     @torch.inference_mode()
     def _logits(self, ids: torch.Tensor, new: torch.Tensor, keep: int) -> torch.Tensor:
-        out = self.model(**self._inputs(ids, new), logits_to_keep=keep)
+        with per_token_activations():  # the int8 draft: a row's numbers never depend on the other rows
+            out = self.model(**self._inputs(ids, new), logits_to_keep=keep)
         self.valid = torch.cat([self.valid, new], dim=1)
         return fit_width(out.logits, self.width)
 
@@ -116,7 +121,8 @@ class BatchCache:
     def feed_states(self, ids: torch.Tensor) -> torch.Tensor:
         """Append ids [B, k]; return their final hidden states [B, k, H] (the base model alone: no LM head)."""
         new = self._new(ids)
-        out = self.model.base_model(**self._inputs(ids, new))
+        with per_token_activations():
+            out = self.model.base_model(**self._inputs(ids, new))
         self.valid = torch.cat([self.valid, new], dim=1)
         return out.last_hidden_state
 

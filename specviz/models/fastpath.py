@@ -18,13 +18,17 @@ bfloat16 copy of the target the same way (dtype=torch.bfloat16; docs/DESIGN.md, 
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import warnings
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any, Callable
 
 import torch
 from torch import nn
+from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
 
 
 def prepack_available() -> bool:
@@ -166,15 +170,53 @@ def quantize_linear(linear: torch.nn.Linear) -> torch.nn.Module:
     return dynamic_linear(quantized, None if linear.bias is None else linear.bias.detach().float())
 
 
-def dynamic_linear(weight: torch.Tensor, bias: torch.Tensor | None) -> torch.nn.Module:
-    """torch's dynamically quantized Linear around a qint8 weight (activations quantized per call, float bias)."""
-    from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
+_PER_TOKEN = contextvars.ContextVar("specviz_per_token_activations", default=False)
 
+
+@contextmanager
+def per_token_activations() -> Iterator[None]:
+    """Within it (this thread only), the int8 draft quantizes each token's activations with a scale of its own, so a
+    row of a batched forward computes the same numbers beside any other rows as alone (decoding/batch.py)."""
+    token = _PER_TOKEN.set(True)
+    try:
+        yield
+    finally:
+        _PER_TOKEN.reset(token)
+
+
+class DraftLinear(DynamicLinear):
+    """torch's dynamic int8 Linear, whose activations' scale comes from the whole input: a token's output depends on
+    the other tokens of the call. Under per_token_activations each token row x is divided by its own max |x| (then
+    within [-1, 1]) and two pinning rows of +1 and -1 fix the call's scale, so a row is quantized the same alone or
+    beside any others; its output is scaled back by max |x| (per-token activation scales, as serving engines' W8A8
+    kernels use). Outside it: torch's own path, unchanged."""
+
+    float_bias: torch.Tensor | None = None  # bias() unpacks the whole weight on every call: kept here instead
+
+    def set_weight_bias(self, weight: torch.Tensor, bias: torch.Tensor | None) -> None:
+        super().set_weight_bias(weight, bias)
+        self.float_bias = bias
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not _PER_TOKEN.get():
+            return super().forward(x)
+        flat = x.reshape(-1, x.shape[-1])
+        peak = flat.abs().amax(dim=1, keepdim=True).clamp_min(1e-12)
+        pins = torch.tensor([[1.0], [-1.0]], dtype=flat.dtype).expand(2, flat.shape[1])
+        out = super().forward(torch.cat([flat / peak, pins]))[: flat.shape[0]]
+        bias = self.float_bias
+        out = out * peak if bias is None else (out - bias) * peak + bias
+        return out.reshape(*x.shape[:-1], out.shape[-1])
+
+
+def dynamic_linear(weight: torch.Tensor, bias: torch.Tensor | None) -> torch.nn.Module:
+    """torch's dynamically quantized Linear around a qint8 weight (activations quantized per call, or per token
+    under per_token_activations; float bias)."""
     out_features, in_features = weight.shape
     # a 1x1 placeholder: the constructor would otherwise quantize and prepack a zero (out x in) weight
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # eager-mode quantization is marked deprecated; torchao is not installed
-        module = DynamicLinear(1, 1, bias_=bias is not None, dtype=torch.qint8)
+        module = DraftLinear(1, 1, bias_=bias is not None, dtype=torch.qint8)
     module.set_weight_bias(weight, bias)
     module.in_features, module.out_features = in_features, out_features
     return module

@@ -12,7 +12,8 @@ computes each output row from its own input row with the same kernel for 1 row a
 differ from single steps' by rounding, and a near-tie can flip greedy text (fp32 20 of 20 bench prompts identical,
 bf16 and int8 19: the note). Dynamic int8 quantization (activation scales from the whole input) would make a row
 depend on the others: it stays for the draft, whose q is only compared with what the draft itself drew. The draft is
-int8 dynamic on the CPU (fastpath.quantize_draft).
+int8 dynamic on the CPU (fastpath.quantize_draft); a batch of rows scales its activations per token instead
+(fastpath.per_token_activations), so that a row's drafts do not depend on the other rows.
 """
 
 from __future__ import annotations
