@@ -64,6 +64,18 @@ OVERFLOW_JS = """() => {
     .filter(el => own(el) && el.offsetParent !== null && el.scrollWidth > el.clientWidth + 1 && el.clientWidth > 0
                   && !scrolls(el))
     .map(el => (el.innerText.trim() || el.textContent.trim() || el.outerHTML).slice(0, 80));
+  // a word broken across two lines ("Acceptan / ce rate"): its letters' boxes on two lines (a hyphen's break aside)
+  const walker = document.createTreeWalker(main, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    if (!node.parentElement || node.parentElement.offsetParent === null || node.parentElement.closest('pre, code'))
+      continue;
+    for (const word of node.textContent.matchAll(/[A-Za-z]{4,}/g)) {
+      const range = document.createRange();
+      range.setStart(node, word.index); range.setEnd(node, word.index + word[0].length);
+      const lines = new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.top)));
+      if (lines.size > 1) cut.push(`a word split across lines: ${word[0]} (${node.textContent.trim().slice(0, 40)})`);
+    }
+  }
   const figures = [];
   for (const plot of main.querySelectorAll('.js-plotly-plot')) {
     const box = plot.getBoundingClientRect();
@@ -90,6 +102,9 @@ INTERNAL = re.compile("|".join(rf"\b{re.escape(e.id)}\b" for e in experiments.EX
 IN_ANSWERS = re.compile(r"python -m|--[a-z]|assets/|\.json\b|\bissue\b")  # a command line, a file, our records
 
 
+# The tables' cells as their accessible copy holds them (a table draws its cells on a canvas: innerText has none).
+TABLES_JS = """() => [...document.querySelectorAll('[data-testid="stDataFrame"] *')]
+  .filter(el => !el.children.length).map(el => el.textContent).join(' ')"""  # cell by cell: words must not run on
 # The page has settled: the script is not running and nothing on the page changed for 300 ms (at most 10 s: a race's
 # replay keeps drawing).
 SETTLED_JS = """() => new Promise(resolve => {
@@ -129,7 +144,7 @@ def problems_after(page, where: str) -> list[str]:
     out = [f"{where}: text cut: {t!r}" for t in found["cut"]] + [
         f"{where}: figure part outside: {t!r}" for t in found["figures"]
     ]
-    text = page.locator('[data-testid="stMain"]').inner_text()
+    text = page.locator('[data-testid="stMain"]').inner_text() + page.evaluate(TABLES_JS)
     out += [f"{where}: internal id or command on screen: {m!r}" for m in set(INTERNAL.findall(text))]
     return out
 

@@ -118,10 +118,10 @@ STEP = (
         _with(GREEDY_DEFAULTS) + (("step.prompt", PROSE), ("step.baseline", True)),
         "Far fewer drafts are kept than on code: in the recorded runs quoted above the acceptance rate was 37%, "
         "against 57% with the same settings on a code prompt, and most rounds end with a rejection in their first "
-        "guesses. Your run's own rate is in its results below: on the built-in pair it repeats the recording "
-        "(greedy; its default precision, lower than the recording's, changed the rate on one prompt in twenty), on "
-        "another pair it is that pair's own. Whether it beats plain decoding depends on the machine; a slower run "
-        "explains itself.",
+        "guesses. Your run's own rate is in its results below, and may differ from the recording by a few points "
+        "even on the built-in pair: its default precision is lower than the recording's, and a greedy run that "
+        "takes another word once goes on differently (this prose prompt does; on another pair the rate is that "
+        "pair's own). Whether it beats plain decoding depends on the machine; a slower run explains itself.",
         "The 0.5B draft agrees with the 1.5B target on the obvious next token of code, but prose has many good next "
         "words and the two models pick different ones; every rejected guess is a draft forward wasted.",
     ),
@@ -181,9 +181,10 @@ RACE = (
         "Race the rename task with the auto schedule and 8 lookup guesses per draft pass: how large is the speed-up?",
         _with(GREEDY_DEFAULTS, schedule="auto", lookahead=8) + (("race.prompt", RENAME),),
         "Speculation wins: the recorded race quoted above had an acceptance rate of 92% and ran at 2.70×; long "
-        "stretches appear in the speculative lane a round at a time. A live race on the built-in pair keeps the "
-        "same drafts (greedy), but on a busier or slower machine its speed-up can land far lower, under twice as "
-        "fast: the acceptance stays, the times of a draft and a verify pass move. Its own numbers are under it.",
+        "stretches appear in the speculative lane a round at a time. A live race can land far lower, even below "
+        "plain decoding on a busy machine: the auto schedule sets each draft's length from the times it measures, "
+        "so where a draft or a verify pass is slow it drafts shorter and keeps fewer tokens per pass. Its own "
+        "numbers, and why it was slow, are under it.",
         "The answer copies the prompt, so prompt lookup guesses long runs right, the draft agrees with it at the "
         "cost of one pass, and the auto schedule drafts long while the draft is confident.",
     ),
@@ -237,7 +238,8 @@ LAB = (
         ),
         "Code keeps more than prose at both temperatures: in the recorded batch quoted above, 57% greedy on code "
         "against 37% on prose, and the temperature moves each by a few points, not always down. Your batch's "
-        "table below is its own pair's (the same on the built-in pair greedy; sampled, a few points either way).",
+        "table below is its own (on the built-in pair within a few points of the recording: greedy, its default "
+        "precision is lower than the recording's; sampled, the draws differ too).",
         "The text decides most: code has one obvious next token far more often than prose. The temperature "
         "changes the test (greedy: the two top tokens agree; sampling: kept with probability min(1, p/q), "
         "on average the overlap Σ min(p, q)), and the overlap can be as large as the top-token agreement.",

@@ -72,15 +72,18 @@ def path_step(page: str) -> int | None:
 
 def _scroll_to(css_class: str) -> None:
     """Scroll the page to the element of that class once it is drawn (a zero-height script beside it), once per
-    visit: the mark on the page's window stops a rerun's copy of the script from scrolling the reader back. It
-    scrolls again twice within 1.5 s, as what is drawn above it may still move it."""
+    visit: the mark on the page's window stops a rerun's copy of the script from scrolling the reader back. It keeps
+    it in view for a few seconds while what is drawn around it moves it (charts, a page not yet tall enough to
+    scroll that far), until the reader scrolls, clicks or types."""
     components.html(
         "<script>const w = window.parent, mark = '" + css_class + "@' + w.location.pathname + w.location.search;"
+        "let stop = false; const halt = () => { stop = true; };"
+        "for (const e of ['wheel', 'touchstart', 'keydown', 'mousedown']) w.addEventListener(e, halt, {once: true});"
         "const find = () => w.document.querySelector('." + css_class + "');"
-        "const show = () => { const el = find(); if (el) el.scrollIntoView({block: 'center'}); };"
-        "const go = (tries) => { if (find()) { w.__svPathScrolled = mark; show(); setTimeout(show, 500);"
-        "setTimeout(show, 1500); } else if (tries) setTimeout(() => go(tries - 1), 100); };"
-        "if (w.__svPathScrolled !== mark) go(50);</script>",
+        "const keep = (n) => { const el = find(); if (stop || !n) return;"
+        "if (el) { w.__svPathScrolled = mark; el.scrollIntoView({block: 'center'}); }"
+        "setTimeout(() => keep(n - 1), 250); };"
+        "if (w.__svPathScrolled !== mark) keep(32);</script>",
         height=0,
     )
 

@@ -196,7 +196,7 @@ def lossless_form(page: str, settings: Settings) -> LosslessChoice:
 
 
 def _lossless_metrics(result: lossless.LosslessResult) -> None:
-    m = st.columns(6 if result.alternatives else 5)
+    m = st.columns(3) + st.columns(3)  # the samples' distances, then the exact values: six in a row split words
     m[0].metric(
         "TV(speculative, p)",
         f"{result.tv_spec:.4f}",
