@@ -33,6 +33,10 @@ def test_the_bounds_and_their_one_line_refusals():
     assert "36 rows over its batch sizes x (500 prompt + 12 new tokens) x 7 runs each = 129,024" in (
         budgets.batch_work_refusal([4, 4, 4, 8, 16], [500, 12], 12, 7)
     )
+    assert budgets.batch_passes_refusal([4, 2, 1], 16, 34) is None  # the page's default run: 3,808 passes
+    assert "4 batches x 64 new tokens x 88 passes per token = 22,528 forward passes" in (
+        budgets.batch_passes_refusal([4], 64, 88)  # one row at a time, gamma 32
+    )
     assert budgets.lab_refusal(64, 64) is None and "480 runs x 64 new tokens = 30,720" in budgets.lab_refusal(480, 64)
     assert budgets.training_refusal(16_000, 16) is None
     assert "40,000 tokens x 24 epochs = 960,000 tokens x epochs" in budgets.training_refusal(40_000, 24)
@@ -104,6 +108,11 @@ def test_a_batching_run_of_every_batch_size_is_refused_though_its_largest_batch_
     at.button(key="batching.run").click().run()
     (error,) = [e.value for e in at.error]
     assert error.startswith("This run would take 2,088 rows over its batch sizes x (3 prompt + 64 new tokens) x 8 runs")
+    assert state(at, "batching").job is None
+    at.text_input(key="batching.sizes").set_value("1").run()  # one row at a time with long drafts: passes, not rows
+    at.button(key="batching.run").click().run()
+    (error,) = [e.value for e in at.error]
+    assert "4 batches x 64 new tokens x 88 passes per token = 22,528 forward passes" in error
     assert state(at, "batching").job is None
 
 

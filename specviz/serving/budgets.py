@@ -3,7 +3,8 @@
 Every run holds the one device lock while it computes, so one visitor's long job makes everyone else wait. On an
 exposed server each long job is bounded before it starts, and the page states the bound beside its button: a batch
 by its largest batch's rows x (prompt + new tokens) (its memory) and by the rows x tokens all its runs decode (its
-time: it decodes every batch size several times), the Acceptance lab's batch by runs x new tokens, the Learning
+time: it decodes every batch size several times, and the forward passes one after the other, as many at B = 1 as at
+B = 64), the Acceptance lab's batch by runs x new tokens, the Learning
 page's stream by requests, a training by tokens x epochs. A run beyond its bound is refused with one line and never
 takes the lock. Between runs the device goes to visitors in turns (runs.DeviceLock), so queueing run after run gets
 one visitor no more than one run per turn. On a loopback address (one person's machine) nothing is bounded.
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 
 BATCH_TOKENS = 8_192  # rows x (longest prompt + new tokens) of the largest batch: B = 16 at 512 tokens a row
 BATCH_WORK = 65_536  # rows x tokens over every decode of a Batching run: that largest batch decoded 8 times
+BATCH_PASSES = 8_192  # forward passes of a Batching run, every draft rejected: small batches are bound by these
 LAB_TOKENS = 4_096  # runs x max new tokens of an Acceptance lab batch: 64 runs of 64 tokens, 4 of 1,024
 STREAM_REQUESTS = 8  # requests in one Learning run (each runs four times: the target alone and three drafters)
 TRAINING_TOKEN_EPOCHS = 256_000  # training tokens x epochs: the default EAGLE training (16,000 x 16)
@@ -42,6 +44,7 @@ class Budget:
 
 BATCH = Budget("rows x tokens", BATCH_TOKENS)
 BATCH_DECODED = Budget("rows x tokens decoded", BATCH_WORK)
+BATCH_STEPS = Budget("forward passes", BATCH_PASSES)
 LAB = Budget("runs x new tokens", LAB_TOKENS)
 STREAM = Budget("requests", STREAM_REQUESTS)
 TRAINING = Budget("tokens x epochs", TRAINING_TOKEN_EPOCHS)
@@ -63,6 +66,15 @@ def batch_work_refusal(
     rows, longest = sum(rows_decoded), max(prompt_tokens)
     detail = f"{rows:,} rows over its batch sizes x ({longest} prompt + {new_tokens} new tokens) x {runs} runs each"
     return BATCH_DECODED.refusal(rows * (longest + new_tokens) * runs, detail)
+
+
+def batch_passes_refusal(batches_per_size: Sequence[int], new_tokens: int, passes_per_token: int) -> str | None:
+    """The forward passes one after the other, at most: each batch of each size, `passes_per_token` per new token
+    (one plain, and per speculative run gamma draft passes and a verify, as if every draft were rejected). At small
+    batch sizes a pass costs about the same whatever its rows, so these, not the rows, are the run's time."""
+    batches = sum(batches_per_size)
+    detail = f"{batches} batches x {new_tokens} new tokens x {passes_per_token} passes per token"
+    return BATCH_STEPS.refusal(batches * new_tokens * passes_per_token, detail)
 
 
 def lab_refusal(runs: int, new_tokens: int) -> str | None:

@@ -13,7 +13,14 @@ from specviz.decoding.batch import MAX_BATCH
 from specviz.decoding.config import ConfigError
 from specviz.markup import batching as words
 from specviz.runs import encode, exclusive
-from specviz.serving.budgets import BATCH, BATCH_DECODED, batch_refusal, batch_work_refusal
+from specviz.serving.budgets import (
+    BATCH,
+    BATCH_DECODED,
+    BATCH_STEPS,
+    batch_passes_refusal,
+    batch_refusal,
+    batch_work_refusal,
+)
 from specviz.serving.jobs import Job
 from specviz.traces.batching import BatchingFileError, load_batching
 
@@ -59,10 +66,12 @@ def live_form(settings: Settings) -> None:
         tokens = st.slider("New tokens per row", 4, 64, 16, key=key(PAGE, "tokens"))
         if bounded():
             st.caption(
-                f"This server is shared, so a run here has two bounds: its largest batch takes at most "
-                f"{BATCH.limit:,} {BATCH.what} (rows x (the longest prompt + the new tokens)), and all its batch "
-                f"sizes together decode at most {BATCH_DECODED.limit:,} {BATCH_DECODED.what} (each size decodes at "
-                f"least {DEFAULT_ROWS} rows, once plain and once per draft length and rule). A larger run "
+                f"This server is shared, so a run here is bounded three ways: its largest batch takes at most "
+                f"{BATCH.limit:,} {BATCH.what} (rows x (the longest prompt + the new tokens)); all its batch sizes "
+                f"together decode at most {BATCH_DECODED.limit:,} {BATCH_DECODED.what} (each size decodes at least "
+                f"{DEFAULT_ROWS} rows, once plain and once per draft length and rule); and it makes at most "
+                f"{BATCH_STEPS.limit:,} {BATCH_STEPS.what} one after the other (counted as if every draft were "
+                "rejected). A larger run "
                 "is refused before it starts."
             )
         prompts = [line.strip() for line in texts.splitlines() if line.strip()][:MAX_LIVE_PROMPTS]
@@ -94,17 +103,26 @@ def _batch_sizes(text: str) -> tuple[tuple[int, ...], str | None]:
 
 
 def _budget(prompts: list[str], batches: tuple[int, ...], tokens: int, settings: Settings):
-    """On an exposed server: the largest batch's rows x (longest prompt + new tokens), and the rows x tokens that all
-    the run's decodes take (run_batching decodes each batch size plain, ragged at every draft length of its sweep
-    and min-cut, over at least DEFAULT_ROWS rows), checked before the run."""
+    """On an exposed server: the largest batch's rows x (longest prompt + new tokens), the rows x tokens that all the
+    run's decodes take (run_batching decodes each batch size plain, ragged at every draft length of its sweep and
+    min-cut, over at least DEFAULT_ROWS rows), and its forward passes one after the other, every draft rejected (a
+    small batch's time), checked before the run."""
     if not bounded() or not batches or settings.config is None:
         return None
-    runs = len({*DEFAULT_GAMMAS, settings.config.gamma}) + 2
-    rows_decoded = [size * max(1, -(-DEFAULT_ROWS // size)) for size in batches]  # bench.batching.batches_of
+    gamma = settings.config.gamma
+    sweep = {*DEFAULT_GAMMAS, gamma}
+    runs = len(sweep) + 2
+    batches_per_size = [max(1, -(-DEFAULT_ROWS // size)) for size in batches]  # bench.batching.batches_of
+    rows_decoded = [size * count for size, count in zip(batches, batches_per_size, strict=True)]
+    passes = 1 + sum(g + 1 for g in sweep) + gamma + 1  # plain; ragged at each gamma; min-cut (drafts + a verify)
 
     def refusal(pair) -> str | None:
         lengths = [len(encode(pair, p, settings.chat)) for p in prompts]
-        return batch_refusal(max(batches), lengths, tokens) or batch_work_refusal(rows_decoded, lengths, tokens, runs)
+        return (
+            batch_refusal(max(batches), lengths, tokens)
+            or batch_work_refusal(rows_decoded, lengths, tokens, runs)
+            or batch_passes_refusal(batches_per_size, tokens, passes)
+        )
 
     return refusal
 
