@@ -117,15 +117,22 @@ class DeviceLock:
             self._asked += 1
             self._waiting.append(ticket)
             self._grant()
-            while not ticket.granted:
-                self._cond.wait(every)
+            try:
+                while not ticket.granted:
+                    self._cond.wait(every)
+                    if ticket.granted:
+                        break
+                    if cancel is not None and cancel.is_set():
+                        raise Cancelled("stopped while waiting for another run to finish")
+                    if on_wait is not None:
+                        on_wait(time.perf_counter() - started)
+            except BaseException:  # a stop, or on_wait failing: give the place up, or the turn if it just came
                 if ticket.granted:
-                    break
-                if cancel is not None and cancel.is_set():
+                    self._held = False
+                    self._grant()
+                else:
                     self._waiting.remove(ticket)
-                    raise Cancelled("stopped while waiting for another run to finish")
-                if on_wait is not None:
-                    on_wait(time.perf_counter() - started)
+                raise
 
     def release(self) -> None:
         with self._cond:

@@ -186,3 +186,30 @@ def test_the_sidebar_says_runs_are_bounded_and_take_turns_and_whether_traffic_is
     sidebar = "\n".join(c.value for c in at.sidebar.caption)
     assert "Runs: bounded per run" in sidebar and "visitors take turns" in sidebar
     assert "Saved traffic: none" in sidebar and "SPECVIZ_TRAFFIC_PERSIST=1" in sidebar
+
+
+def test_a_waiting_run_that_fails_gives_its_place_up():
+    """A run whose wait ends in an error (its on_wait failing) leaves the queue: the device is not handed to it."""
+    from specviz.runs import DeviceLock
+
+    lock, failed = DeviceLock(), []
+
+    def broken(seconds: float) -> None:
+        raise RuntimeError("the page went away")
+
+    def wait_broken() -> None:
+        try:
+            lock.acquire(on_wait=broken, every=0.05)
+        except RuntimeError as exc:
+            failed.append(exc)
+
+    lock.acquire()
+    waiter = threading.Thread(target=wait_broken)
+    waiter.start()
+    waiter.join(5)
+    lock.release()
+    later = threading.Thread(target=lock.acquire)  # free again, not held by the run that failed
+    later.start()
+    later.join(5)
+    assert failed and not later.is_alive() and lock.locked()
+    lock.release()
