@@ -238,8 +238,7 @@ LAB = (
         ),
         "Code keeps more than prose at both temperatures: in the recorded batch quoted above, 57% greedy on code "
         "against 37% on prose, and the temperature moves each by a few points, not always down. Your batch's "
-        "table below is its own (on the built-in pair within a few points of the recording: greedy, its default "
-        "precision is lower than the recording's; sampled, the draws differ too).",
+        "table below is its own: on the built-in pair within a few points of the recording (a lower precision).",
         "The text decides most: code has one obvious next token far more often than prose. The temperature "
         "changes the test (greedy: the two top tokens agree; sampling: kept with probability min(1, p/q), "
         "on average the overlap Σ min(p, q)), and the overlap can be as large as the top-token agreement.",
@@ -341,10 +340,10 @@ HEADS = (
         "points).",
         "Both guess the same token, the one after the target's next. Medusa's head sees only h_t; EAGLE's layer "
         "sees the feature f_t and the token the target just chose, and then runs again on its own guess, so its "
-        "later guesses see the ones before them, where Medusa's later heads are blind (the chart: their accuracy "
-        "falls fast). The recording measures EAGLE's first guess only; one small layer trained for a few minutes "
-        "has learnt a little more from the extra input than Medusa's head: with this little data, data is the "
-        "limit for both.",
+        "later guesses see the ones before them, where Medusa's later heads are blind (their accuracy falls fast: "
+        "the first question above). The recording measures EAGLE's first guess only; one small layer trained for a "
+        "few minutes has learnt a little more from the extra input than Medusa's head: with this little data, data "
+        "is the limit for both.",
         run=False,
     ),
     Experiment(

@@ -5,8 +5,8 @@ a store shared by every visitor (docs/DESIGN.md, "A shared server")."""
 from __future__ import annotations
 
 QUESTION = (
-    "Why is a traffic store private on a shared server? Run the same request twice (Set it, and once it has "
-    "finished, Set it again) and compare the traffic drafter's two rows in the table."
+    "Why is a traffic store private on a shared server? Run the same request twice (Try it, and once it has "
+    "finished, Try it again) and compare the traffic drafter's two rows in the table."
 )
 OBSERVE = (
     "On the second run the traffic drafter's draft tokens accepted per round jump: its store holds your first "

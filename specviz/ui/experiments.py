@@ -73,17 +73,19 @@ def path_step(page: str) -> int | None:
 def _scroll_to(css_class: str) -> None:
     """Scroll the page to the element of that class once it is drawn (a zero-height script beside it), once per
     visit: the mark on the page's window stops a rerun's copy of the script from scrolling the reader back. It keeps
-    it in view for a few seconds while what is drawn around it moves it (charts, a page not yet tall enough to
-    scroll that far), until the reader scrolls, clicks or types."""
+    it in view while the page is still being drawn (the page's height changed in the last 2 s; at most a minute: a
+    page not yet tall enough cannot scroll that far), until the reader scrolls, clicks or types."""
     components.html(
         "<script>const w = window.parent, mark = '" + css_class + "@' + w.location.pathname + w.location.search;"
-        "let stop = false; const halt = () => { stop = true; };"
+        "let stop = false, height = -1, still = 0; const halt = () => { stop = true; };"
         "for (const e of ['wheel', 'touchstart', 'keydown', 'mousedown']) w.addEventListener(e, halt, {once: true});"
         "const find = () => w.document.querySelector('." + css_class + "');"
-        "const keep = (n) => { const el = find(); if (stop || !n) return;"
-        "if (el) { w.__svPathScrolled = mark; el.scrollIntoView({block: 'center'}); }"
+        "const keep = (n) => { const el = find(), main = w.document.querySelector('[data-testid=\"stMain\"]');"
+        "if (stop || !n) return; const now = main ? main.scrollHeight : 0;"
+        "still = now === height ? still + 1 : 0; height = now;"
+        "if (el) { w.__svPathScrolled = mark; el.scrollIntoView({block: 'center'}); if (still >= 8) return; }"
         "setTimeout(() => keep(n - 1), 250); };"
-        "if (w.__svPathScrolled !== mark) keep(32);</script>",
+        "if (w.__svPathScrolled !== mark) keep(240);</script>",
         height=0,
     )
 
