@@ -1,6 +1,7 @@
 """The batching benchmark's arithmetic (specviz/bench/batching.py): T(n) between measured points, the predicted
 speed-up, the batch sizes and draft lengths a user may ask for, the same rows at every B, the best gamma and the
-break-even."""
+break-even; on the tiny pair, each B against its rows decoded alone, B = 1's repeats through both paths, and the
+prediction from the batch's own timings."""
 
 import pytest
 
@@ -13,8 +14,10 @@ from specviz.bench.batching import (
     parse_batches,
     parse_gammas,
     predicted_speedup,
+    run_batching,
 )
-from specviz.decoding.config import ConfigError
+from specviz.decoding.config import ConfigError, SpecConfig
+from specviz.models.tiny import tiny_pair
 
 TOKENS = [1, 2, 4, 8]
 SECONDS = [0.10, 0.10, 0.12, 0.20]
@@ -80,3 +83,22 @@ def test_break_even_is_the_first_batch_that_loses():
     rows = [{"batch": b, "ragged": {"measured_speedup": s}} for b, s in measured]
     assert break_even(rows) == 4
     assert break_even(rows[:2]) is None
+
+
+def test_each_batch_against_its_rows_alone_and_b1_through_both_paths():
+    pair = tiny_pair(seed=0, noise=0.02)
+    prompts = [[5, 6, 7], [8, 9, 10, 11, 12], [20], [30, 31]]
+    config = SpecConfig(gamma=3, max_new_tokens=8)
+    doc = run_batching(pair, prompts, config, (1, 2, 4), (1, 2, 4, 8, 16), 1, gammas=(1, 3), rows=3, engine_repeats=2)
+    for row in doc["rows"]:  # fp32 tiny pair: every row's rounds are exactly its rounds alone
+        assert row["ragged"]["tokens_per_round"] == pytest.approx(row["alone"]["tokens_per_round"])
+        assert row["greedy_identical"] is True
+        for entry in row["gammas"]:  # predicted from this B's own forwards and what the batch got per row per round
+            assert entry["batch_tokens_per_round"] <= entry["tokens_per_round"] + 1e-9
+            cost = entry["gamma"] * row["draft_step_seconds"] + entry["verify_seconds"]
+            assert entry["predicted_speedup"] == pytest.approx(
+                entry["batch_tokens_per_round"] * row["target_step_seconds"] / cost
+            )
+    engine = doc["rows"][0]["single_row_engine"]
+    assert len(engine["speedups"]) == 2 and len(engine["batched_speedups"]) == 2
+    assert engine["batched_speedups"][0] == doc["rows"][0]["ragged"]["measured_speedup"]  # the table's own run first

@@ -23,7 +23,9 @@ APP = str(ROOT / "app.py")
 def tiny_result() -> dict:
     pair = tiny_pair(seed=0, noise=0.02)
     config = SpecConfig(gamma=3, max_new_tokens=8)
-    doc = run_batching(pair, [[5, 6, 7], [8, 9]], config, (1, 2, 4), (1, 2, 4, 8, 16), 1, gammas=(1, 3), rows=2)
+    doc = run_batching(
+        pair, [[5, 6, 7], [8, 9]], config, (1, 2, 4), (1, 2, 4, 8, 16), 1, gammas=(1, 3), rows=2, engine_repeats=2
+    )
     return json.loads(json.dumps(doc))
 
 
@@ -115,15 +117,34 @@ def test_the_reading_names_the_factor_that_ended_the_gain():
     )
     n = len(rows)
     stop = dict(with_ragged(SHIPPED, measured_speedup=[2.0] + [0.8] * (n - 1)), break_even_batch=rows[1]["batch"])
-    steady = with_ragged(stop, tokens_per_round=[3.2] * n)  # the same yield at every B: only the cost can grow
-    steady = with_ragged(steady, curve_verify_seconds=[rows[0]["curve_step_seconds"]] + [9.0] * (n - 1))
+    steady = with_ragged(stop, batch_tokens_per_round=[3.2] * n)  # the same yield at every B: only the cost grows
+    steady = with_ragged(steady, verify_seconds=[rows[0]["target_step_seconds"]] + [9.0] * (n - 1))
     words = reading(steady)
     assert "The verify's cost ends the gain here" in words and "Acceptance ends" not in words
-    shrinking = with_ragged(stop, tokens_per_round=[3.2] + [1.1] * (n - 1))
-    shrinking = with_ragged(shrinking, curve_verify_seconds=[r["curve_step_seconds"] for r in rows])
+    shrinking = with_ragged(stop, batch_tokens_per_round=[3.2] + [1.1] * (n - 1))
+    shrinking = with_ragged(shrinking, verify_seconds=[r["target_step_seconds"] for r in rows])
     assert "Acceptance ends the gain here" in reading(shrinking)
     never = dict(SHIPPED, break_even_batch=None)
     assert "it still pays at γ" in reading(never) and "no longer pays" not in reading(never)
+
+
+def test_a_result_shows_each_b_against_its_rows_alone_and_b1_through_both_paths(monkeypatch, tmp_path, tiny_result):
+    """Version 3 (bench --batch now): the rows alone beside each B, in the chart, the table and the reading; at B = 1
+    the single-row engine's and the batched path's repeats, so their spread shows."""
+    (tmp_path / "batching_cpu.json").write_text(json.dumps(tiny_result))
+    at = open_page(monkeypatch, tmp_path)
+    rows = tiny_result["rows"]
+    lengths = {t["name"].replace("<br>", " "): t["y"] for t in chart(at, "rounds")["data"]}
+    assert lengths["the same rows, each decoded alone"] == [r["alone"]["tokens_per_round"] for r in rows]
+    assert list(at.dataframe[0].value["… its rows alone"]) == [round(r["alone"]["tokens_per_round"], 2) for r in rows]
+    words = texts(at)
+    assert f"against {rows[-1]['alone']['tokens_per_round']:.2f} for the same rows decoded one at a time" in words
+    engine = rows[0]["single_row_engine"]
+    assert "The single-row engine on the same prompts: " + ", ".join(f"{v:.2f}×" for v in engine["speedups"]) in words
+    assert "this batched path: " + ", ".join(f"{v:.2f}×" for v in engine["batched_speedups"]) in words
+    own = {t["name"].replace("<br>", " "): t for t in chart(at, "curve")["data"]}
+    marks = own[f"the same verify timed at its own shape, B rows of {tiny_result['gamma'] + 1}"]
+    assert marks["y"] == [r["ragged"]["verify_seconds"] for r in rows]
 
 
 def test_a_damaged_file_is_refused_and_the_good_one_shows(monkeypatch, tmp_path, tiny_result):

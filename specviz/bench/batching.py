@@ -1,15 +1,18 @@
 """The batching benchmark: what the speed-up of speculative decoding becomes as the batch grows.
 
 Measured, per device: T(n), the target's KV-cached forward over n new tokens (one row), n = 1..256; per batch size
-B the target's forward over [B, 1] (a plain step) and over [B, gamma + 1] (a verify), and the draft's step over
-[B, 1]; then the real batched loops (specviz.decoding.batch) at each B, greedy, to the same length, over the same
-rows at every B up to --batch-rows (so a row's acceptance is the same at every B): plain; ragged (every row keeps
-what it accepted) at each gamma of the sweep; min-cut (the batch waits for its slowest row) at the fixed gamma.
-Predicted speed-up at B and gamma, from T(n), the draft's step and the round length L (tokens per row per round):
-    speed-up(B, g) = L * T(B) / (g * t_draft(B) + T(B * (g + 1)))
-with L measured (the comparison with the measured speed-up), or L = E(a, g) from the acceptance a measured at the
-fixed gamma (the prediction that picks the best gamma at each B before the others are measured)
-(docs/DESIGN.md, "Batching").
+B, each at the batch's own shape: the target's forward over [B, 1] (a plain step, T(B)) and over [B, g + 1] (a verify)
+at every g of the sweep, and the draft's step over [B, 1]; then the real batched loops (specviz.decoding.batch) at
+each B, greedy, to the same length, over the same rows at every B up to --batch-rows: plain; ragged (every row keeps
+what it accepted) at each gamma of the sweep; min-cut (the batch waits for its slowest row) at the fixed gamma. Every
+row is also decoded alone (B = 1, plain and ragged at the fixed gamma), the reference its batch is compared with: its
+tokens per round and its greedy text. At B = 1 the single-row engine and the batched path are timed --batch-repeats
+times each, interleaved, so their speed-ups come with their spread.
+Predicted speed-up at B and gamma, from the batch's own timings and what a round yields:
+    speed-up(B, g) = L * T(B) / (g * t_draft(B) + T_verify(B, g))
+with L measured (the tokens the batch committed per row per round it ran: a row that finished early counts as idle
+until the batch's last round), or L = E(a, g) from the acceptance a measured at the fixed gamma (the prediction that
+picks the best gamma at each B before the others are measured) (docs/DESIGN.md, "Batching").
 """
 
 from __future__ import annotations
@@ -40,15 +43,17 @@ from specviz.decoding.engine import autoregressive_generate, run_to_end, synchro
 from specviz.lessons.prompts import load_prompts
 from specviz.runs import Cancelled, encode, speculative_generate
 
+from .batching_report import format_batching
 from .environment import device_name, is_prepacked, now, transformers_version
 
 BATCHING_FORMAT = "specviz-batching"
-BATCHING_VERSION = 2
+BATCHING_VERSION = 3
 CURVE_TOKENS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 160, 192, 224, 256)
 GPU_CURVE_TOKENS = CURVE_TOKENS + (384, 512, 768, 1024, 1536, 2048, 3072, 4096)
 DEFAULT_BATCHES = (1, 2, 4, 8, 16)
 DEFAULT_GAMMAS = (1, 2, 3, 4, 6)  # the sweep at each B (the fixed --gamma joins it)
 DEFAULT_ROWS = 4  # every B decodes at least these rows (B = 1: four batches of one)
+ENGINE_REPEATS = 3  # the bench's B = 1 through the single-row engine and the batched path, each this many times
 
 
 def stop_if(cancel: threading.Event | None) -> None:
@@ -102,8 +107,9 @@ def forward_curve(
     return seconds
 
 
-def batch_costs(pair, prompts: Sequence[Sequence[int]], gamma: int, repeats: int = 3, seed: int = 0) -> dict:
-    """At these B prompts: the target's plain step [B, 1], its verify [B, gamma + 1] and the draft's step [B, 1]."""
+def batch_costs(pair, prompts: Sequence[Sequence[int]], gammas: Sequence[int], repeats: int = 3, seed: int = 0) -> dict:
+    """At these B prompts, each forward at the batch's own shape: the target's plain step [B, 1], its verify
+    [B, g + 1] at each g, and the draft's step [B, 1]."""
     width = vocab_width(pair)
     generator = torch.Generator().manual_seed(seed)
     target = prefilled(pair.target, prompts, width)
@@ -111,7 +117,7 @@ def batch_costs(pair, prompts: Sequence[Sequence[int]], gamma: int, repeats: int
     rows = len(prompts)
     return {
         "target_step_seconds": time_feed(target, width, rows, 1, repeats, generator),
-        "verify_seconds": time_feed(target, width, rows, gamma + 1, repeats, generator),
+        "verify": {g: time_feed(target, width, rows, g + 1, repeats, generator) for g in gammas},
         "draft_step_seconds": time_feed(draft, width, rows, 1, repeats, generator),
     }
 
@@ -156,6 +162,7 @@ def run_all(batches: list[list[list[int]]], run: Callable[[list[list[int]]], Bat
     accepted, rejected = sum(r.accepted for r in results), sum(r.rejected for r in results)
     seconds, tokens = sum(r.seconds for r in results), sum(r.tokens for r in results)
     return {
+        "results": results,
         "token_ids": [ids for r in results for ids in r.token_ids],
         "tokens": tokens,
         "seconds": seconds,
@@ -166,41 +173,81 @@ def run_all(batches: list[list[list[int]]], run: Callable[[list[list[int]]], Bat
     }
 
 
-def speculative_entry(method: dict, gamma: int, plain: dict, times: dict, acceptance: float | None) -> dict:
-    """One speculative method at this B: measured against plain, predicted from the curve with its own round length
-    and, given an acceptance, with E(a, gamma)."""
-    verify = times["verify"](gamma)
-    entry = {k: v for k, v in method.items() if k != "token_ids"}
+def speculative_entry(method: dict, size: int, gamma: int, plain: dict, costs: dict, acceptance: float | None) -> dict:
+    """One speculative method at this B: measured against plain; predicted from the batch's own timings with the
+    tokens the batch committed per row per round it ran (rows that finished early idle until its last round) and,
+    given an acceptance, with E(a, gamma)."""
+    verify, step, draft = costs["verify"][gamma], costs["target_step_seconds"], costs["draft_step_seconds"]
+    entry = {k: v for k, v in method.items() if k not in ("token_ids", "results")}
+    batch_yield = method["tokens"] / (size * method["rounds"])
     entry.update(
         gamma=gamma,
         measured_speedup=method["tokens_per_second"] / plain["tokens_per_second"],
-        curve_verify_seconds=verify,
-        predicted_speedup=predicted_speedup(method["tokens_per_round"], gamma, times["step"], verify, times["draft"]),
+        verify_seconds=verify,
+        curve_verify_seconds=costs["curve"](size * (gamma + 1)),
+        batch_tokens_per_round=batch_yield,
+        predicted_speedup=predicted_speedup(batch_yield, gamma, step, verify, draft),
     )
     if acceptance is not None:
         e = expected_tokens(acceptance, gamma)
-        entry["expected_speedup"] = predicted_speedup(e, gamma, times["step"], verify, times["draft"])
+        entry["expected_speedup"] = predicted_speedup(e, gamma, step, verify, draft)
     return entry
 
 
-def single_row_engine(pair, batches: list[list[list[int]]], config: SpecConfig, cancel=None) -> dict:
-    """B = 1 through the single-row engine (runs.speculative_generate, the engine's baseline) on the same prompts:
-    its speed-up, which the batched path at B = 1 should equal. Decoding seconds only (the prompt pass excluded)."""
-    spent = {"speculative": [0, 0.0], "plain": [0, 0.0]}
-    for (prompt,) in batches:
-        for name, events in (
-            ("plain", autoregressive_generate(pair, prompt, config, cancel)),
-            ("speculative", speculative_generate(pair, prompt, config, cancel)),
-        ):
-            summary = run_to_end(events)[1]
+def alone_runs(pair, rows: list[list[int]], config: SpecConfig, cache: dict, cancel=None) -> list[tuple]:
+    """Each row's prompt decoded alone (B = 1): (plain, ragged at the fixed gamma), once per distinct prompt."""
+    for prompt in rows:
+        if tuple(prompt) not in cache:
+            plain = batch_plain(pair, [prompt], config, False, cancel)
+            cache[tuple(prompt)] = (plain, batch_speculative(pair, [prompt], config, False, RAGGED, cancel))
             stop_if(cancel)
-            spent[name][0] += summary.new_tokens
-            spent[name][1] += summary.seconds - summary.prefill_seconds
-    rates = {name: tokens / seconds for name, (tokens, seconds) in spent.items()}
+    return [cache[tuple(prompt)] for prompt in rows]
+
+
+def alone_entry(runs: Sequence[tuple]) -> dict:
+    """The rows decoded alone, pooled as run_all pools a batch: tokens per row per round, acceptance."""
+    spec = [s for _, s in runs]
+    row_rounds = [n for s in spec for n in s.row_rounds]
+    accepted, rejected = sum(s.accepted for s in spec), sum(s.rejected for s in spec)
     return {
-        "plain_tokens_per_second": rates["plain"],
-        "speculative_tokens_per_second": rates["speculative"],
-        "measured_speedup": rates["speculative"] / rates["plain"],
+        "tokens_per_round": sum(row_rounds) / len(row_rounds),
+        "acceptance": accepted / (accepted + rejected) if accepted + rejected else 0.0,
+    }
+
+
+def engine_speedup(pair, prompt: list[int], config: SpecConfig, cancel=None) -> tuple[int, float, int, float]:
+    """One prompt through the single-row engine: (plain tokens, seconds, speculative tokens, seconds), decoding only
+    (the prompt pass excluded)."""
+    out = []
+    for run in (autoregressive_generate, speculative_generate):
+        events = run(pair, prompt, config, cancel)
+        summary = run_to_end(events)[1]
+        stop_if(cancel)
+        out += [summary.new_tokens, summary.seconds - summary.prefill_seconds]
+    return tuple(out)
+
+
+def single_row_engine(pair, batches: list[list[list[int]]], config: SpecConfig, first: float, settings: dict) -> dict:
+    """B = 1 through the single-row engine (runs.speculative_generate, the engine's baseline) and through the batched
+    path, on the same prompts, `repeats` times each, interleaved (the batched path's first is the table's own run):
+    each one's speed-up per repeat, whose spread is the run's noise."""
+    cancel, engine, batched = settings.get("cancel"), [], [first]
+    rates = []
+    for repeat in range(settings["engine_repeats"]):
+        runs = [engine_speedup(pair, b[0], config, cancel) for b in batches]
+        plain_n, plain_s, spec_n, spec_s = (sum(run[i] for run in runs) for i in range(4))
+        rates.append((plain_n / plain_s, spec_n / spec_s))
+        engine.append(rates[-1][1] / rates[-1][0])
+        if repeat:
+            plain = run_all(batches, lambda b: batch_plain(pair, b, config, False, cancel), cancel)
+            spec = run_all(batches, lambda b: batch_speculative(pair, b, config, False, RAGGED, cancel), cancel)
+            batched.append(spec["tokens_per_second"] / plain["tokens_per_second"])
+    return {
+        "plain_tokens_per_second": median([r[0] for r in rates]),
+        "speculative_tokens_per_second": median([r[1] for r in rates]),
+        "measured_speedup": median(engine),
+        "speedups": engine,
+        "batched_speedups": batched,
     }
 
 
@@ -213,13 +260,13 @@ def best_gamma(entries: Sequence[dict], field: str) -> int:
 def measure_batch(
     pair, prompts: Sequence[Sequence[int]], size: int, config: SpecConfig, curve: dict, settings: dict
 ) -> dict:
-    """One row of the table: the times at this B, plain, ragged at every gamma, min-cut at the fixed one."""
-    gamma, rows, cancel = config.gamma, settings["rows"], settings.get("cancel")
-    batches = batches_of(prompts, size, rows)
-    costs = batch_costs(pair, batches[0], gamma, settings["repeats"])
+    """One row of the table: the times at this B, plain, ragged at every gamma, min-cut at the fixed one, and the
+    same rows decoded alone."""
+    gamma, cancel = config.gamma, settings.get("cancel")
+    batches = batches_of(prompts, size, settings["rows"])
+    costs = batch_costs(pair, batches[0], settings["gammas"], settings["repeats"])
+    costs["curve"] = lambda n: interpolate(curve["tokens"], curve["seconds"], n)
     stop_if(cancel)
-    at = {"step": interpolate(curve["tokens"], curve["seconds"], size), "draft": costs["draft_step_seconds"]}
-    at["verify"] = lambda g: interpolate(curve["tokens"], curve["seconds"], size * (g + 1))
     plain = run_all(batches, lambda b: batch_plain(pair, b, config, False, cancel), cancel)
 
     def spec(g: int, rule: str) -> dict:
@@ -228,9 +275,14 @@ def measure_batch(
         )
 
     fixed = spec(gamma, RAGGED)
-    acceptance = fixed["acceptance"]
+    if size == 1:  # these rows alone are this B's own runs
+        for batch, alone in zip(batches, zip(plain["results"], fixed["results"], strict=True), strict=True):
+            settings["alone"].setdefault(tuple(batch[0]), alone)
     sweep = {g: fixed if g == gamma else spec(g, RAGGED) for g in settings["gammas"]}
-    gammas = [speculative_entry(sweep[g], g, plain, at, acceptance) for g in sorted(sweep)]
+    cut = spec(gamma, MIN_CUT)
+    alone = alone_runs(pair, [row for batch in batches for row in batch], config, settings["alone"], cancel)
+    alone_text = [p.token_ids[0] for p, _ in alone]
+    gammas = [speculative_entry(sweep[g], size, g, plain, costs, fixed["acceptance"]) for g in sorted(sweep)]
     ragged = next(e for e in gammas if e["gamma"] == gamma)
     return {
         "batch": size,
@@ -238,18 +290,23 @@ def measure_batch(
         "tokens": plain["tokens"],
         "plain_seconds": plain["seconds"],
         "plain_tokens_per_second": plain["tokens_per_second"],
-        "acceptance": acceptance,
-        "greedy_identical": all(m["token_ids"] == plain["token_ids"] for m in sweep.values())
+        "acceptance": fixed["acceptance"],
+        "alone": alone_entry(alone),
+        "greedy_identical": all(m["token_ids"] == alone_text for m in (plain, cut, *sweep.values()))
         if config.greedy
         else None,
-        "curve_step_seconds": at["step"],
+        "curve_step_seconds": costs["curve"](size),
         "ragged": ragged,
-        "min_cut": speculative_entry(spec(gamma, MIN_CUT), gamma, plain, at, None),
-        "single_row_engine": single_row_engine(pair, batches, config, cancel) if size == 1 else None,
+        "min_cut": speculative_entry(cut, size, gamma, plain, costs, None),
+        "single_row_engine": single_row_engine(pair, batches, config, ragged["measured_speedup"], settings)
+        if size == 1
+        else None,
         "gammas": gammas,
         "best_gamma": best_gamma(gammas, "measured_speedup"),
         "predicted_best_gamma": best_gamma(gammas, "expected_speedup"),
-        **costs,
+        "target_step_seconds": costs["target_step_seconds"],
+        "verify_seconds": costs["verify"][gamma],
+        "draft_step_seconds": costs["draft_step_seconds"],
     }
 
 
@@ -264,6 +321,7 @@ def run_batching(
     gammas: Sequence[int] = DEFAULT_GAMMAS,
     rows: int = DEFAULT_ROWS,
     cancel: threading.Event | None = None,
+    engine_repeats: int = 1,
 ) -> dict:
     """The whole measurement as a JSON-ready document (format specviz-batching). A set `cancel` (checked between two
     rounds or two timings) raises runs.Cancelled: a stopped run has no document."""
@@ -275,9 +333,10 @@ def run_batching(
     warm = replace(config, max_new_tokens=min(4, config.max_new_tokens))
     batch_speculative(pair, batch_prompts(prompts, min(2, max(batches))), warm, cancel=cancel)  # first-call costs
     table = []
+    settings = {"rows": rows, "repeats": repeats, "gammas": sweep, "cancel": cancel, "alone": {}}
+    settings["engine_repeats"] = engine_repeats
     for size in batches:
         log(f"B = {size}: costs; plain, ragged at gamma {', '.join(map(str, sweep))}, min-cut at {config.gamma}")
-        settings = {"rows": rows, "repeats": repeats, "gammas": sweep, "cancel": cancel}
         table.append(measure_batch(pair, prompts, size, config, curve, settings))
     return {
         "format": BATCHING_FORMAT,
@@ -311,54 +370,6 @@ def break_even(rows: Sequence[dict]) -> int | None:
     return next((row["batch"] for row in rows if row["ragged"]["measured_speedup"] < 1.0), None)
 
 
-def _by_gamma(row: dict, field: str) -> str:
-    return "  ".join(f"{e['gamma']}: {e[field]:.2f}x" for e in row["gammas"])
-
-
-def format_batching(doc: dict) -> str:
-    g = doc["gamma"]
-    lines = [
-        f"Batched speculative decoding ({doc['device_name']}, {doc['threads']} threads; {doc['target']} <- "
-        f"{doc['draft']}; {doc['max_new_tokens']} new tokens per row, at least {doc['rows_per_batch_size']} rows at "
-        f"every B, temperature {doc['temperature']})",
-        f"Tokens per row per round and speed-up over plain decoding at gamma {g}: ragged (every row keeps what it "
-        "accepted) and min-cut (the batch waits for its slowest row); predicted from T(n), the draft step and L",
-        "    B  rows  plain tok/s  accept  ragged tok/row/round  speed-up  predicted  min-cut tok/row/round  speed-up"
-        "  predicted  identical",
-    ]
-    for row in doc["rows"]:
-        ragged, cut = row["ragged"], row["min_cut"]
-        lines.append(
-            f"  {row['batch']:3d}  {row['batches'] * row['batch']:4d}  {row['plain_tokens_per_second']:11.2f}  "
-            f"{row['acceptance']:6.2f}  {ragged['tokens_per_round']:20.2f}  {ragged['measured_speedup']:7.2f}x  "
-            f"{ragged['predicted_speedup']:8.2f}x  {cut['tokens_per_round']:21.2f}  {cut['measured_speedup']:7.2f}x  "
-            f"{cut['predicted_speedup']:8.2f}x  {row['greedy_identical']}"
-        )
-    lines.append(f"  break-even: {doc['break_even_batch'] or 'not reached'} (first B with ragged at gamma {g} < 1x)")
-    lines.append("Gamma by batch size (ragged): measured speed-up; predicted from L measured; expected from E(a, g)")
-    for row in doc["rows"]:
-        best = max(row["gammas"], key=lambda e: e["measured_speedup"])
-        lines += [
-            f"  B = {row['batch']:3d}  best gamma measured {row['best_gamma']} ({best['measured_speedup']:.2f}x), "
-            f"predicted {row['predicted_best_gamma']} (a = {row['acceptance']:.2f})",
-            f"      measured   {_by_gamma(row, 'measured_speedup')}",
-            f"      predicted  {_by_gamma(row, 'predicted_speedup')}",
-            f"      expected   {_by_gamma(row, 'expected_speedup')}",
-        ]
-    single = doc["rows"][0].get("single_row_engine")
-    if single:
-        lines.append(
-            f"  B = 1 through the single-row engine: {single['measured_speedup']:.2f}x "
-            f"({single['speculative_tokens_per_second']:.2f} against {single['plain_tokens_per_second']:.2f} tok/s); "
-            f"the batched path: {doc['rows'][0]['ragged']['measured_speedup']:.2f}x"
-        )
-    lines.append("  T(n), the target's forward over n new tokens of one row:")
-    t1 = doc["curve"]["seconds"][0]
-    for n, t in zip(doc["curve"]["tokens"], doc["curve"]["seconds"], strict=True):
-        lines.append(f"    n = {n:5d}  {t:8.4f} s  {t / t1:7.2f} x T(1)  {t / n * 1000:8.2f} ms per token")
-    return "\n".join(lines)
-
-
 def add_batch_arguments(parser) -> None:
     """bench's batched mode: --batch SIZES switches it on."""
     parser.add_argument(
@@ -379,6 +390,12 @@ def add_batch_arguments(parser) -> None:
     )
     parser.add_argument(
         "--batch-rows", type=int, default=DEFAULT_ROWS, help="batched mode: rows decoded at every batch size, at least"
+    )
+    parser.add_argument(
+        "--batch-engine-repeats",
+        type=int,
+        default=ENGINE_REPEATS,
+        help="batched mode: times B = 1 runs through the single-row engine and the batched path (their noise)",
     )
 
 
@@ -422,7 +439,15 @@ def main(args, pair_loader: Callable[[], tuple], settings: SpecConfig, log: Call
     pair, _ = pair_loader()
     prompts = [encode(pair, text, chat=not args.raw) for text in texts]
     doc = run_batching(
-        pair, prompts, settings, batches, repeats=args.batch_repeats, log=log, gammas=gammas, rows=args.batch_rows
+        pair,
+        prompts,
+        settings,
+        batches,
+        repeats=args.batch_repeats,
+        log=log,
+        gammas=gammas,
+        rows=args.batch_rows,
+        engine_repeats=args.batch_engine_repeats,
     )
     print(format_batching(doc))
     with writing(path, "--batch-out"):

@@ -226,6 +226,8 @@ def check_modes(args: argparse.Namespace) -> None:
         raise ConfigError(f"--threads must be between 1 and {MAX_THREADS}, got {args.threads}")
     if args.batch is not None and args.batch_repeats < 1:
         raise ConfigError(f"--batch-repeats must be 1 or more, got {args.batch_repeats}")
+    if args.batch is not None and args.batch_engine_repeats < 1:
+        raise ConfigError(f"--batch-engine-repeats must be 1 or more, got {args.batch_engine_repeats}")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -1,6 +1,7 @@
 """The Batching page's figures, from a checked batching result (specviz.traces.batching): speed-up against the batch
 size (ragged and min-cut, measured and predicted, the best gamma at each B, the break-even marked), tokens per row per
-round of both rules, speed-up against gamma at each B, throughput, and the verify-cost curve T(n)."""
+round of both rules and of the same rows alone, speed-up against gamma at each B, throughput, and the verify-cost
+curve T(n)."""
 
 from __future__ import annotations
 
@@ -104,9 +105,23 @@ def round_length_figure(doc: dict) -> go.Figure:
         COLORS["rejected"],
         hover="B = %{x}: %{y:.2f} tokens per row per round<extra></extra>",
     )
+    if all(r.get("alone") for r in rows):
+        _alone_line(fig, batches, rows)
     _batch_axis(fig, batches)
     fig.update_yaxes(title_text="tokens per row per round", rangemode="tozero")
     return _layout(fig, f"What a round yields per row, γ = {doc['gamma']}", height=400)
+
+
+def _alone_line(fig: go.Figure, batches: list[int], rows: list[dict]) -> None:
+    _line(
+        fig,
+        batches,
+        [r["alone"]["tokens_per_round"] for r in rows],
+        "the same rows, each decoded alone",
+        COLORS["plain"],
+        "dot",
+        hover="B = %{x}: its rows alone, %{y:.2f} tokens per round<extra></extra>",
+    )
 
 
 def batch_gamma_figure(doc: dict) -> go.Figure:
@@ -173,7 +188,7 @@ def throughput_figure(doc: dict) -> go.Figure:
 
 def forward_cost_figure(doc: dict) -> go.Figure:
     """T(n) against n (log axes), with T(1) * n (no spare compute at all) for reference and the verifies of each
-    measured B marked at n = B (gamma + 1)."""
+    measured B marked at n = B (gamma + 1): read off the one-row curve, and timed at the batch's own shape."""
     tokens, seconds = doc["curve"]["tokens"], doc["curve"]["seconds"]
     full_price = [seconds[0] * n for n in tokens]
     fig = go.Figure()
@@ -204,6 +219,17 @@ def forward_cost_figure(doc: dict) -> go.Figure:
         marker=dict(color=COLORS["measured"], size=10, symbol="diamond"),
         hovertemplate="%{text}: n = %{x}, %{y:.3f} s<extra></extra>",
     )
+    own = [row["ragged"]["verify_seconds"] for row in doc["rows"] if row["ragged"].get("verify_seconds")]
+    fig.add_scatter(
+        x=[row["batch"] * (gamma + 1) for row in doc["rows"]],
+        y=own,
+        text=[f"B = {row['batch']}" for row in doc["rows"]],
+        name=f"the same verify timed at its own shape, B rows of {gamma + 1}",
+        mode="markers",
+        marker=dict(color=COLORS["verify"], size=10, symbol="x"),
+        hovertemplate="%{text}: B rows of γ + 1, %{y:.3f} s<extra></extra>",
+        visible=len(own) == len(doc["rows"]),  # a version 2 file has no own-shape timings
+    )
     fig.update_xaxes(title_text="n, new tokens in one forward", type="log", **doubling_ticks(tokens))
-    fig.update_yaxes(title_text="seconds", type="log", **log_ticks(seconds + full_price, "{:g} s"))
+    fig.update_yaxes(title_text="seconds", type="log", **log_ticks(seconds + full_price + own, "{:g} s"))
     return _layout(fig, "What one target forward costs: T(n)", height=420)

@@ -18,11 +18,14 @@ EXPLANATION = (
     "round yields as much per row at B = 16 as at B = 1. Here a row's mask hides the cache slots it rejected. The "
     "comparison, where the batch waits for its slowest row (every row keeps only the shortest accepted prefix), "
     "yields less and less as B grows: that is why engines stay ragged.\n\n"
+    "**A row's drafts are its own.** The draft here is int8: its activations are quantized with a scale. One scale "
+    "for the whole batch would make a row's guesses depend on the other rows; a scale per token, as serving engines' "
+    "int8 kernels use, gives every row the guesses it makes alone, so its acceptance does not change with B.\n\n"
     "**γ by batch size.** What ends the gain is the verify's cost, so engines draft less as the batch grows: vLLM and "
     "SGLang set the number of speculative tokens per batch size, down to 0 (speculation off) for large batches. "
-    "The best γ at each B follows from T(n), the draft's step and the acceptance rate: "
-    "E(a, γ) T(B) / (γ t_draft(B) + T(B (γ + 1))). A GPU's knee lies at hundreds to thousands of tokens; this CPU's "
-    "lies much lower."
+    "The best γ at each B follows from the batch's own forward times and the acceptance rate: "
+    "E(a, γ) T(B) / (γ t_draft(B) + T_verify(B, γ)), T_verify the target's forward over B rows of γ + 1 tokens. A "
+    "GPU's knee lies at hundreds to thousands of tokens; this CPU's lies much lower."
 )
 
 
@@ -41,11 +44,23 @@ PREDICTION_MISS = 0.15  # the issue's tolerance: a prediction further off than t
 STEADY = 0.10  # tokens per row per round within this of B = 1's: the round does not shrink
 
 
+def _times(row: dict) -> tuple[float, float]:
+    """(a plain step, a verify at the fixed γ): timed at the batch's own shape; a version 2 file: off the curve."""
+    if row["ragged"].get("verify_seconds") is None:
+        return row["curve_step_seconds"], row["ragged"]["curve_verify_seconds"]
+    return row["target_step_seconds"], row["ragged"]["verify_seconds"]
+
+
+def _yield(entry: dict) -> float:
+    """What a round gave each row: per round the batch ran (version 3), or per round of an active row (2)."""
+    return entry.get("batch_tokens_per_round") or entry["tokens_per_round"]
+
+
 def _costs(row: dict, gamma: int) -> dict[str, float]:
-    """A round's cost in plain steps of the batch, read off the curve: its verify and its γ draft steps."""
-    verify = row["ragged"]["curve_verify_seconds"] / row["curve_step_seconds"]
-    draft = gamma * row["draft_step_seconds"] / row["curve_step_seconds"]
-    return {"verify": verify, "draft": draft, "round": verify + draft}
+    """A round's cost in plain steps of the batch, from the batch's own timings: its verify and its γ draft steps."""
+    step, verify = _times(row)
+    draft = gamma * row["draft_step_seconds"] / step
+    return {"verify": verify / step, "draft": draft, "round": verify / step + draft}
 
 
 def _miss(entry: dict) -> str:
@@ -55,22 +70,22 @@ def _miss(entry: dict) -> str:
 
 
 def _round(row: dict, gamma: int) -> str:
-    n, cost = row["batch"] * (gamma + 1), _costs(row, gamma)
+    n, cost, (step, verify) = row["batch"] * (gamma + 1), _costs(row, gamma), _times(row)
     return (
-        f"A round costs {cost['round']:.2f} plain steps of the batch (a verify over n = {n} tokens, T({n}) = "
-        f"{row['ragged']['curve_verify_seconds']:.3f} s against T({row['batch']}) = {row['curve_step_seconds']:.3f} "
-        f"s: {cost['verify']:.2f} steps; γ = {gamma} draft steps of {row['draft_step_seconds']:.3f} s: "
-        f"{cost['draft']:.2f}) and yields {row['ragged']['tokens_per_round']:.2f} tokens per row."
+        f"A round costs {cost['round']:.2f} plain steps of the batch (a verify over {row['batch']} × {gamma + 1} = "
+        f"{n} tokens, {verify:.3f} s against a plain step's {step:.3f} s: {cost['verify']:.2f} steps; γ = {gamma} "
+        f"draft steps of {row['draft_step_seconds']:.3f} s: {cost['draft']:.2f}) and gives each row "
+        f"{_yield(row['ragged']):.2f} tokens."
     )
 
 
 def _why_it_stopped(first: dict, row: dict, gamma: int) -> str:
     """Which of the two factors ended the gain between the first B and this one: the rounds' yield or their cost."""
     was, now = _costs(first, gamma)["round"], _costs(row, gamma)["round"]
-    before, after = first["ragged"]["tokens_per_round"], row["ragged"]["tokens_per_round"]
+    before, after = _yield(first["ragged"]), _yield(row["ragged"])
     change = (
         f"from B = {first['batch']} to B = {row['batch']} a round's cost went from {was:.2f} to {now:.2f} plain "
-        f"steps and its yield from {before:.2f} to {after:.2f} tokens per row"
+        f"steps and what it gave each row from {before:.2f} to {after:.2f} tokens"
     )
     if before / after >= now / was:
         return f"**Why:** {change}. Acceptance ends the gain here, more than the verify's cost."
@@ -79,14 +94,36 @@ def _why_it_stopped(first: dict, row: dict, gamma: int) -> str:
 
 def _rounds(rows: list[dict]) -> str:
     first, last = rows[0], rows[-1]
-    ragged = [r["ragged"]["tokens_per_round"] for r in rows]
-    spread = max(abs(x - ragged[0]) / ragged[0] for x in ragged)
-    steady = f"within {spread:.0%} of B = {first['batch']}'s" if spread <= STEADY else f"up to {spread:.0%} off"
+    alone = [r["alone"]["tokens_per_round"] if r.get("alone") else first["ragged"]["tokens_per_round"] for r in rows]
+    spread = max(abs(r["ragged"]["tokens_per_round"] / a - 1) for r, a in zip(rows, alone, strict=True))
+    steady = f"within {spread:.0%} at every B" if spread <= STEADY else f"up to {spread:.0%} off"
+    against = (
+        f"against {last['alone']['tokens_per_round']:.2f} for the same rows decoded one at a time ({steady})"
+        if last.get("alone")
+        else f"{steady} of B = {first['batch']}'s"
+    )
     return (
-        f"- **What a round yields.** Every row keeps what it accepted: {ragged[0]:.2f} tokens per row per round at "
-        f"B = {first['batch']}, {ragged[-1]:.2f} at B = {last['batch']} ({steady} at every B). Waiting for the "
-        f"slowest row: {first['min_cut']['tokens_per_round']:.2f} at B = {first['batch']}, "
-        f"{last['min_cut']['tokens_per_round']:.2f} at B = {last['batch']}."
+        f"- **What a round yields.** Every row keeps what it accepted: {first['ragged']['tokens_per_round']:.2f} "
+        f"tokens per row per round at B = {first['batch']}, {last['ragged']['tokens_per_round']:.2f} at "
+        f"B = {last['batch']}, {against}. Waiting for the slowest row: {first['min_cut']['tokens_per_round']:.2f} "
+        f"at B = {first['batch']}, {last['min_cut']['tokens_per_round']:.2f} at B = {last['batch']}."
+    )
+
+
+def _engine(row: dict) -> str:
+    """At B = 1: the batched path against the single-row engine, each repeat's speed-up (their spread is the noise)."""
+    single = row.get("single_row_engine")
+    if not single:
+        return ""
+    if not single.get("speedups"):  # a version 2 file: one run each
+        return f" The single-row engine on the same prompts: {single['measured_speedup']:.2f}×."
+
+    def listed(values: list[float]) -> str:
+        return ", ".join(f"{v:.2f}×" for v in values)
+
+    return (
+        f" The single-row engine on the same prompts: {listed(single['speedups'])}; this batched path: "
+        f"{listed(single['batched_speedups'])} (one run each, taken in turn)."
     )
 
 
@@ -118,7 +155,7 @@ def reading(doc: dict) -> str:
             f"{cut['measured_speedup']:.2f}×; at its best γ = {best['gamma']}, {best['measured_speedup']:.2f}×."
         )
         if row is first:
-            line += f" {_round(row, gamma)}"
+            line += f" {_round(row, gamma)}{_engine(row)}"
         elif row["batch"] == even:
             line += (
                 f" Speculation at γ = {gamma} no longer pays. {_round(row, gamma)} {_why_it_stopped(first, row, gamma)}"

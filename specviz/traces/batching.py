@@ -18,7 +18,8 @@ from specviz.errors import UserError, refusal
 from .check import MAX_NOTE_CHARS, Fields, Float, Int, Many, Str
 
 FORMAT = "specviz-batching"
-VERSION = 2  # 2: ragged and min-cut rows, the gamma sweep per batch size (issue 45)
+VERSION = 3  # 2: ragged and min-cut rows, the gamma sweep per batch size; 3: the rows alone, own-shape timings
+VERSIONS = (2, 3)  # read: a version 2 file lacks what 3 added (None), and the page says less about it
 MAX_FILE_BYTES = 1 << 20  # a real result is about 10 kB
 MAX_ROWS = 32  # batch sizes in one result
 MAX_CURVE_POINTS = 256
@@ -60,7 +61,10 @@ class _Speculative(Fields):
     tokens_per_round: Annotated[float, Field(gt=0.0, le=GAMMA_LIMIT + 1.0)]  # at most gamma + 1: below
     acceptance: Float(0.0, 1.0)
     measured_speedup: _RATE
-    curve_verify_seconds: _SECONDS
+    verify_seconds: _SECONDS | None = None  # 3: the verify at this batch's own shape, [B, gamma + 1]
+    curve_verify_seconds: _SECONDS  # T(B (gamma + 1)) read off the one-row curve
+    # 3: the tokens the batch committed per row per round it ran (a finished row idles until its last round)
+    batch_tokens_per_round: Annotated[float, Field(gt=0.0, le=GAMMA_LIMIT + 1.0)] | None = None
     predicted_speedup: _RATE
     expected_speedup: _RATE | None = None  # from E(a, gamma): the ragged sweep only
 
@@ -68,7 +72,16 @@ class _Speculative(Fields):
 class _Engine(Fields):
     plain_tokens_per_second: _RATE
     speculative_tokens_per_second: _RATE
-    measured_speedup: _RATE
+    measured_speedup: _RATE  # the median of speedups
+    speedups: Many(_RATE, 100, min_len=1, read_as=list) | None = None  # 3: the single-row engine's, per repeat
+    batched_speedups: Many(_RATE, 100, min_len=1, read_as=list) | None = None  # 3: the batched path's at B = 1
+
+
+class _Alone(Fields):
+    """The rows of one B, each decoded alone (B = 1), pooled."""
+
+    tokens_per_round: Annotated[float, Field(ge=1.0, le=GAMMA_LIMIT + 1.0)]
+    acceptance: Float(0.0, 1.0)
 
 
 class _Row(Fields):
@@ -78,7 +91,8 @@ class _Row(Fields):
     plain_seconds: _SECONDS
     plain_tokens_per_second: _RATE
     acceptance: Float(0.0, 1.0)
-    greedy_identical: bool | None = None
+    alone: _Alone | None = None  # 3
+    greedy_identical: bool | None = None  # every method's rows at this B equal to each prompt decoded alone
     curve_step_seconds: _SECONDS
     target_step_seconds: _SECONDS
     verify_seconds: _SECONDS
@@ -141,7 +155,7 @@ def check_batching(data: Any) -> dict:
     """The checked result: each field typed and bounded (a pydantic model), then its parts checked together."""
     expect(isinstance(data, dict), "the top level must be an object")
     expect(data.get("format") == FORMAT, f"format must be {FORMAT!r}")
-    expect(type(data.get("version")) is int and data["version"] == VERSION, f"version must be {VERSION}")
+    expect(type(data.get("version")) is int and data["version"] in VERSIONS, f"version must be {VERSION} (or 2)")
     try:
         out = _Batching.model_validate(data).model_dump()
     except ValidationError as exc:
@@ -173,6 +187,12 @@ def _check_row(row: dict, doc: dict) -> None:
     for entry in (*row["gammas"], row["min_cut"]):
         length = entry["tokens_per_round"]
         expect(1.0 <= length <= entry["gamma"] + 1, f"rows.tokens_per_round must be from 1 to gamma + 1, got {length}")
+    if doc["version"] >= 3:  # what version 3 added is there
+        engine = row["single_row_engine"]
+        expect(row["alone"] is not None, "rows.alone is missing")
+        expect(engine is None or None not in (engine["speedups"], engine["batched_speedups"]), "rows: speed-up lists")
+        for entry in (*row["gammas"], row["min_cut"]):
+            expect(None not in (entry["verify_seconds"], entry["batch_tokens_per_round"]), "rows: own-shape timings")
 
 
 def load_batching(path: str | Path) -> dict:

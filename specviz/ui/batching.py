@@ -195,8 +195,14 @@ TABLE_HELP = {
         help="mean acceptance length per row: what one round commits to one row, bonus or correction included; "
         "every row keeps what it accepted"
     ),
+    "… its rows alone": st.column_config.NumberColumn(
+        help="the same rows, each decoded on its own (batch size 1): what the batched rows should match"
+    ),
     "… waiting for the slowest row": st.column_config.NumberColumn(
         help="the same when every row keeps only the batch's shortest accepted prefix (min-cut)"
+    ),
+    "T(B) s": st.column_config.NumberColumn(
+        help="one plain step of the whole batch: the target over B rows of one token"
     ),
 }
 
@@ -209,6 +215,7 @@ def table_row(row: dict, gamma: int) -> dict:
         "rows": row["batch"] * row["batches"],
         "acceptance rate": round(row["acceptance"], 2),
         "tokens per row per round": round(ragged["tokens_per_round"], 2),
+        "… its rows alone": round(row["alone"]["tokens_per_round"], 2) if row.get("alone") else None,
         "… waiting for the slowest row": round(cut["tokens_per_round"], 2),
         f"speed-up, γ = {gamma}": round(ragged["measured_speedup"], 2),
         "predicted": round(ragged["predicted_speedup"], 2),
@@ -217,8 +224,8 @@ def table_row(row: dict, gamma: int) -> dict:
         "its speed-up": round(best["measured_speedup"], 2),
         "predicted best γ": row["predicted_best_gamma"],
         "plain tok/s": round(row["plain_tokens_per_second"], 1),
-        "T(B) s": round(row["curve_step_seconds"], 4),
-        f"T(B·{gamma + 1}) s": round(ragged["curve_verify_seconds"], 4),
+        "T(B) s": round(row["target_step_seconds"], 4),
+        f"verify, B × {gamma + 1} tokens, s": round(ragged.get("verify_seconds") or row["verify_seconds"], 4),
         "draft step s": round(row["draft_step_seconds"], 4),
         "greedy identical": row["greedy_identical"],
     }
