@@ -208,9 +208,10 @@ TABLE_HELP = {
 
 
 def table_row(row: dict, gamma: int) -> dict:
+    """One B's row of the table; a version 2 file has no rows alone, so no such column."""
     ragged, cut = row["ragged"], row["min_cut"]
     best = max(row["gammas"], key=lambda e: e["measured_speedup"])
-    return {
+    cells = {
         "B": row["batch"],
         "rows": row["batch"] * row["batches"],
         "acceptance rate": round(row["acceptance"], 2),
@@ -229,6 +230,7 @@ def table_row(row: dict, gamma: int) -> dict:
         "draft step s": round(row["draft_step_seconds"], 4),
         "greedy identical": row["greedy_identical"],
     }
+    return {name: value for name, value in cells.items() if name != "… its rows alone" or value is not None}
 
 
 def batching_page(settings: Settings) -> None:
