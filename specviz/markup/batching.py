@@ -96,12 +96,12 @@ def _rounds(rows: list[dict]) -> str:
     first, last = rows[0], rows[-1]
     alone = [r["alone"]["tokens_per_round"] if r.get("alone") else first["ragged"]["tokens_per_round"] for r in rows]
     spread = max(abs(r["ragged"]["tokens_per_round"] / a - 1) for r, a in zip(rows, alone, strict=True))
-    steady = f"within {spread:.0%} at every B" if spread <= STEADY else f"up to {spread:.0%} off"
-    against = (
-        f"against {last['alone']['tokens_per_round']:.2f} for the same rows decoded one at a time ({steady})"
-        if last.get("alone")
-        else f"{steady} of B = {first['batch']}'s"
-    )
+    within = spread <= STEADY
+    if last.get("alone"):
+        steady = f"within {spread:.0%} at every B" if within else f"up to {spread:.0%} off"
+        against = f"against {last['alone']['tokens_per_round']:.2f} for the same rows decoded one at a time ({steady})"
+    else:  # a version 2 file: B = 1's own rows are the reference
+        against = f"{'within' if within else 'up to'} {spread:.0%} {'of' if within else 'off'} B = {first['batch']}'s"
     return (
         f"- **What a round yields.** Every row keeps what it accepted: {first['ragged']['tokens_per_round']:.2f} "
         f"tokens per row per round at B = {first['batch']}, {last['ragged']['tokens_per_round']:.2f} at "
@@ -136,8 +136,8 @@ def _gammas(rows: list[dict]) -> str:
     differ = [f"B = {r['batch']} ({named(r['predicted_best_gamma'])})" for r in rows if r["batch"] not in agree]
     said = f"picks the same at B = {', '.join(map(str, agree))}" if agree else "picks none of them"
     return (
-        f"- **γ by batch size.** Measured best: {best}. The prediction from T(n), the draft's step and the acceptance "
-        f"rate {said}" + (f"; it picks otherwise at {', '.join(differ)}." if differ else ".")
+        f"- **γ by batch size.** Measured best: {best}. The prediction from the forward times, the draft's step and "
+        f"the acceptance rate {said}" + (f"; it picks otherwise at {', '.join(differ)}." if differ else ".")
     )
 
 
