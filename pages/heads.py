@@ -45,8 +45,12 @@ with form:
     b1, b2 = st.columns([1.2, 5], vertical_alignment="center")
     b2.caption(
         "Trains on the loaded target (minutes on a CPU: most of it is the target writing its answers, kept in the "
-        "model cache for the next training), saves the heads there and makes them the sidebar's **Medusa** or "
-        "**EAGLE** drafter."
+        "model cache for the next training), then makes the heads the sidebar's **Medusa** or **EAGLE** drafter: "
+        + (
+            "saved in the model cache, for every visitor of this server."
+            if ui.session_learning().share_heads
+            else "yours only, for this browser session (this server keeps each visitor's heads apart)."
+        )
     )
     if note := ui.heads_budget_note():
         b2.caption(note)

@@ -125,13 +125,13 @@ def test_an_acceptance_lab_batch_beyond_its_budget_is_refused(exposed):
     assert "210 runs x 32 new tokens" in error and "allows 4,096 per run" in error and state(at, "lab").job is None
 
 
-def test_the_learning_page_refuses_the_whole_stream_and_a_single_request_is_named_plainly(exposed):
+def test_the_learning_page_offers_no_stream_beyond_its_budget_and_a_single_request_is_named_plainly(exposed):
     at = go(exposed, "learning")
-    assert "one run here takes at most 8 requests per run" in captions(at)
-    at.radio(key="learning.what").set_value("stream").run()
-    at.button(key="learning.run").click().run()
-    (error,) = [e.value for e in at.error]
-    assert "allows 8 per run" in error and state(at, "learning").job is None
+    said = captions(at)
+    assert "one run here takes at most 8 requests per run" in said
+    assert "The shipped stream (32 requests) is more" in said
+    assert at.radio(key="learning.what").options == ["my request"]  # was offered, then refused
+    assert budgets.stream_refusal(32) and "allows 8 per run" in budgets.stream_refusal(32)
     at.radio(key="learning.what").set_value("mine").run()
     at.text_area(key="learning.request").set_value("x" * 8_001).run()
     at.button(key="learning.run").click().run()

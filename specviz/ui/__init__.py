@@ -21,6 +21,7 @@ from .heads import TREE_WORDS as HEADS_TREE_WORDS
 from .heads import budget_note as heads_budget_note
 from .heads import explained as heads_explained
 from .heads import heads_result
+from .heads import kept_for as heads_kept_for
 from .heads import recorded_reports as heads_recorded
 from .heads import train_budget as heads_train_budget
 from .heads import train_live as heads_train_live
@@ -98,6 +99,7 @@ __all__ = [
     "curves_dir",
     "heads_recorded",
     "heads_result",
+    "heads_kept_for",
     "heads_budget_note",
     "heads_explained",
     "heads_train_budget",

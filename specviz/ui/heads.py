@@ -78,6 +78,13 @@ def train_budget(settings: TrainSettings):
     return (lambda pair: training_refusal(settings.train_tokens, settings.epochs)) if bounded() else None
 
 
+def kept_for() -> str:
+    """Whom a training here serves, as the Train button's caption says it."""
+    if session_learning().share_heads:
+        return "saved in the model cache, for every visitor of this server."
+    return "yours only, for this browser session (this server keeps each visitor's heads apart)."
+
+
 def budget_note() -> str | None:
     """The budget as the page states it before the training (None where nothing is bounded)."""
     if not bounded():

@@ -174,9 +174,11 @@ class LearningChoice:
 def learning_form(page: str) -> LearningChoice:
     """Your request (it joins the stream), or the whole shipped stream replayed live."""
     count = len(stream_requests())
+    # A shared server's budget refuses the whole stream: offering it would only lead to a refusal.
+    stream_allowed = not (bounded() and budgets.stream_refusal(count))
     what = st.radio(
         "Run",
-        ["mine", "stream"],
+        ["mine", "stream"] if stream_allowed else ["mine"],
         key=key(page, "what"),
         horizontal=True,
         format_func=lambda v: "my request" if v == "mine" else f"the shipped stream, live ({count} requests: minutes)",
@@ -192,6 +194,7 @@ def learning_form(page: str) -> LearningChoice:
         st.caption(
             f"This server is shared, so one run here takes {budgets.stated(budgets.STREAM)} (each runs four "
             "times); a longer one is refused before it starts."
+            + ("" if stream_allowed else f" The shipped stream ({count} requests) is more: its recording is below.")
         )
     return LearningChoice(requests, st.columns([1, 4])[0])
 
