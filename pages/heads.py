@@ -46,11 +46,7 @@ with form:
     b2.caption(
         "Trains on the loaded target (minutes on a CPU: most of it is the target writing its answers, kept in the "
         "model cache for the next training), then makes the heads the sidebar's **Medusa** or **EAGLE** drafter: "
-        + (
-            "saved in the model cache, for every visitor of this server."
-            if ui.session_learning().share_heads
-            else "yours only, for this browser session (this server keeps each visitor's heads apart)."
-        )
+        + ui.heads_kept_for()
     )
     if note := ui.heads_budget_note():
         b2.caption(note)

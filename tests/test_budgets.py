@@ -37,6 +37,10 @@ def test_the_bounds_and_their_one_line_refusals():
     assert "4 batches x 64 new tokens x 88 passes per token = 22,528 forward passes" in (
         budgets.batch_passes_refusal([4], 64, 88)  # one row at a time, gamma 32
     )
+    assert budgets.batch_passes_refusal([4], 64, 20) is None  # 5,120 passes, and the same prompts decoded alone:
+    assert "+ 4 prompts alone x 64 new tokens x 34 passes per token = 13,824" in budgets.batch_passes_refusal(
+        [4], 64, 20, 4, 34
+    )
     assert budgets.lab_refusal(64, 64) is None and "480 runs x 64 new tokens = 30,720" in budgets.lab_refusal(480, 64)
     assert budgets.training_refusal(16_000, 16) is None
     assert "40,000 tokens x 24 epochs = 960,000 tokens x epochs" in budgets.training_refusal(40_000, 24)
@@ -112,7 +116,9 @@ def test_a_batching_run_of_every_batch_size_is_refused_though_its_largest_batch_
     at.text_input(key="batching.sizes").set_value("1").run()  # one row at a time with long drafts: passes, not rows
     at.button(key="batching.run").click().run()
     (error,) = [e.value for e in at.error]
-    assert "4 batches x 64 new tokens x 88 passes per token = 22,528 forward passes" in error
+    # the rows through the single-row engine at B = 1 count too (B = 1's own rows are the rows-alone reference)
+    assert "4 batches x 64 new tokens x 88 passes per token + 4 prompts alone x 64 new tokens x 34 passes" in error
+    assert "= 31,232 forward passes" in error
     assert state(at, "batching").job is None
 
 
@@ -142,6 +148,7 @@ def test_the_learning_page_offers_no_stream_beyond_its_budget_and_a_single_reque
 def test_the_heads_page_refuses_a_training_beyond_its_budget(exposed):
     at = go(exposed, "heads")
     assert "at most 256,000 tokens x epochs per run" in captions(at)
+    assert "yours only, for this browser session" in captions(at)  # heads are private on an exposed server
     at.select_slider(key="heads.tokens").set_value(40_000)
     at.slider(key="heads.epochs-medusa").set_value(24)
     at.button(key="heads.run").click().run()

@@ -68,13 +68,24 @@ def batch_work_refusal(
     return BATCH_DECODED.refusal(rows * (longest + new_tokens) * runs, detail)
 
 
-def batch_passes_refusal(batches_per_size: Sequence[int], new_tokens: int, passes_per_token: int) -> str | None:
+def batch_passes_refusal(
+    batches_per_size: Sequence[int],
+    new_tokens: int,
+    passes_per_token: int,
+    single_rows: int = 0,
+    single_passes: int = 0,
+) -> str | None:
     """The forward passes one after the other, at most: each batch of each size, `passes_per_token` per new token
-    (one plain, and per speculative run gamma draft passes and a verify, as if every draft were rejected). At small
-    batch sizes a pass costs about the same whatever its rows, so these, not the rows, are the run's time."""
+    (one plain, and per speculative run gamma draft passes and a verify, as if every draft were rejected), plus
+    `single_rows` prompts decoded alone (the reference each batch is compared with, the single-row engine at B = 1),
+    `single_passes` per new token each. At small batch sizes a pass costs about the same whatever its rows, so
+    these, not the rows, are the run's time."""
     batches = sum(batches_per_size)
     detail = f"{batches} batches x {new_tokens} new tokens x {passes_per_token} passes per token"
-    return BATCH_STEPS.refusal(batches * new_tokens * passes_per_token, detail)
+    if single_rows:
+        detail += f" + {single_rows} prompts alone x {new_tokens} new tokens x {single_passes} passes per token"
+    asked = (batches * passes_per_token + single_rows * single_passes) * new_tokens
+    return BATCH_STEPS.refusal(asked, detail)
 
 
 def lab_refusal(runs: int, new_tokens: int) -> str | None:

@@ -115,13 +115,19 @@ def _budget(prompts: list[str], batches: tuple[int, ...], tokens: int, settings:
     batches_per_size = [max(1, -(-DEFAULT_ROWS // size)) for size in batches]  # bench.batching.batches_of
     rows_decoded = [size * count for size, count in zip(batches, batches_per_size, strict=True)]
     passes = 1 + sum(g + 1 for g in sweep) + gamma + 1  # plain; ragged at each gamma; min-cut (drafts + a verify)
+    # run_batching also decodes every distinct prompt alone (bench.batching.alone_runs; B = 1's own rows are those
+    # runs already) and, at B = 1, each row through the single-row engine once: plain and ragged at gamma, 1 + gamma
+    # + 1 passes per token. Rows cycle through the prompts.
+    distinct = len(set(prompts))
+    rows_at_one = rows_decoded[batches.index(1)] if 1 in batches else 0
+    single_rows = min(distinct, max(rows_decoded)) - min(distinct, rows_at_one) + rows_at_one
 
     def refusal(pair) -> str | None:
         lengths = [len(encode(pair, p, settings.chat)) for p in prompts]
         return (
             batch_refusal(max(batches), lengths, tokens)
             or batch_work_refusal(rows_decoded, lengths, tokens, runs)
-            or batch_passes_refusal(batches_per_size, tokens, passes)
+            or batch_passes_refusal(batches_per_size, tokens, passes, single_rows, gamma + 2)
         )
 
     return refusal
