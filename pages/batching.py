@@ -10,11 +10,9 @@ PAGE = "batching"
 st.html('<div class="sv-kicker">Serving many requests</div>')
 st.title("Batching: when speculation stops paying")
 st.markdown(
-    "Speculative decoding spends spare compute. A batch of requests spends it too. Here B prompts run at once, "
-    "plain and speculative (one draft forward per step for the whole batch, one batched verify, each row "
-    "accepted by the ordinary rule and keeping what it accepted, as serving engines do), and the speed-up is "
-    "measured at each B and each draft length γ next to what the measured forward times predict; beside it, "
-    "a batch that waits for its slowest row."
+    "A server answers many requests at once, in a **batch**. Speculative decoding spends the processor's spare "
+    "compute, and so does a batch: here B prompts run together, plain and speculative, each row keeping the guesses "
+    "it got right, as serving engines do. Press **Run the batches** to see where speculation stops paying here."
 )
 ui.batching_page(ui.settings())
 

@@ -28,12 +28,10 @@ def open_batching(context, url: str):
 
 
 def start_run(page, sizes: str, tokens: int, prompts: str = "abc") -> None:
-    """Open the form, fill it in and press Run the batches."""
+    """Fill in the form (on the first screen) and press Run the batches."""
     from playwright.sync_api import expect
 
     box = page.get_by_label("Batch sizes", exact=True)
-    if not box.is_visible():
-        page.get_by_text("Run it yourself on the loaded pair").click()
     box.fill(sizes)
     box.press("Enter")
     area = page.get_by_label("Prompts, one per line (cycled to fill the largest batch)")

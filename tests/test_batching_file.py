@@ -38,9 +38,9 @@ def test_the_shipped_cpu_result_loads():
     loaded = load_batching(ROOT / "assets" / "batching_cpu.json")
     assert loaded["device"] == "cpu" and len(loaded["rows"]) >= 5
     assert loaded["curve"]["tokens"][-1] >= 256
-    # Not every row is identical to plain decoding on the built-in pair: at B = 1 and 8 some greedy row differs
-    # (tiny pairs: identical at every B, tests/test_batch.py); docs/notes/2026-12-ragged-batching.md, "Open"
-    assert [row["greedy_identical"] for row in loaded["rows"]] == [False, True, True, False, True]
+    # At B = 1 one speculative row differs from plain decoding on the built-in pair at bf16 (a near tie; tiny pairs:
+    # identical at every B, tests/test_batch.py); docs/notes/2026-12-ragged-batching.md
+    assert [row["greedy_identical"] for row in loaded["rows"]] == [False, True, True, True, True]
 
 
 def damaged(good: dict, change) -> dict:

@@ -310,25 +310,22 @@ def test_the_batching_experiments_numbers_are_the_recorded_result():
         assert e.values["cfg.gamma"] == gamma and e.values["batching.tokens"] == doc["max_new_tokens"]
         assert e.values["batching.sizes"] == ",".join(str(b) for b in rows) and e.values["batching.shown"] == "cpu"
 
-    even = experiments.by_id("batching_break_even")
-    assert doc["break_even_batch"] == 4 and even.observe.startswith("At B = 4:")
+    even = " ".join((experiments.by_id("batching_break_even").observe).split())
+    assert doc["break_even_batch"] == 2 and even.startswith("At B = 2 already:")
     speed = {b: f"{r['ragged']['measured_speedup']:.2f}×" for b, r in rows.items()}
-    assert f"{speed[1]} at B = 1, {speed[2]} at B = 2 and {speed[4]} at B = 4" in even.observe
-    yield1, yield4 = rows[1]["ragged"]["tokens_per_round"], rows[4]["ragged"]["tokens_per_round"]
-    assert f"yields {yield1:.2f} and {yield4:.2f} tokens per row" in even.observe
-    cost1, cost4 = _costs(rows[1], gamma), _costs(rows[4], gamma)
-    assert f"costs {cost1['round']:.2f} and {cost4['round']:.2f} plain steps" in even.observe
-    assert f"{cost4['verify']:.2f} plain steps ({cost1['verify']:.2f} at B = 1)" in even.reason
-    # the verify's cost, not acceptance: the round's cost rose by more than its yield fell
-    assert cost4["round"] / cost1["round"] > yield1 / yield4
-    assert f"n = B (γ + 1) = {4 * (gamma + 1)} tokens" in even.reason
-    cut4 = rows[4]["min_cut"]
-    assert f"{cut4['tokens_per_round']:.2f} tokens per row at B = 4 ({cut4['measured_speedup']:.2f}×)" in even.reason
+    assert f"measured {speed[1]} with one row and {speed[2]} with two" in even
+    # "each row keeps about as many tokens per round as it does alone": within 10% of the same rows alone
+    ragged2 = rows[2]["ragged"]["tokens_per_round"]
+    assert abs(ragged2 / rows[2]["alone"]["tokens_per_round"] - 1) <= 0.1
+    # "a round costs more plain steps": the verify's cost, not acceptance, rose by more than the yield fell
+    cost1, cost2 = _costs(rows[1], gamma), _costs(rows[2], gamma)
+    assert cost2["round"] / cost1["round"] > rows[1]["ragged"]["tokens_per_round"] / ragged2
+    assert rows[2]["min_cut"]["tokens_per_round"] < ragged2  # the waiting batch's rows keep fewer
 
     served = " ".join(experiments.by_id("batching_throughput").observe.split())
     plain16, spec1 = rows[16]["plain_tokens_per_second"], rows[1]["ragged"]["tokens_per_second"]
-    assert f"B = 16 serves {plain16:.1f} tokens/s, about six times the {spec1:.1f} tokens/s" in served
-    assert round(plain16 / spec1) == 6
+    assert f"B = 16 serves {plain16:.1f} tokens/s, about eight times the {spec1:.1f} tokens/s" in served
+    assert round(plain16 / spec1) == 8
 
     knee = " ".join(experiments.by_id("batching_knee").observe.split())
     t = dict(zip(doc["curve"]["tokens"], doc["curve"]["seconds"], strict=True))

@@ -49,9 +49,8 @@ UNSEEN_NUMBERS: set[str] = set()
 KNOWN_OUTSIDE: set[str] = set()
 
 SECOND_TAB = ["acceptance_lab", "lossless", "learning", "batching"]  # about half the time; the first tab the rest
-# Pages whose Run button is not on the first screen, exactly (the test fails on a fixed one as on a new one): the
-# Batching page's live run sits in a collapsed "Run it yourself" box (that page is issue 45's).
-RUN_OFF_SCREEN: set[str] = {"batching"}
+# Pages whose Run button is not on the first screen, exactly (the test fails on a fixed one as on a new one).
+RUN_OFF_SCREEN: set[str] = set()
 
 # Text that overflows its box: elements with text of their own whose content is wider than their box, unless they
 # (or a parent) scroll on purpose; plotly legends and titles that leave their figure.

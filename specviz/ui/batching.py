@@ -53,17 +53,28 @@ def default_prompts() -> str:
 
 
 def live_form(settings: Settings) -> None:
-    """Batch sizes and prompts of the user's own run, and the run itself: a background job with Stop (runner)."""
-    with st.expander("Run it yourself on the loaded pair", expanded=page_state(PAGE).busy):
-        st.caption(
-            "Batched plain and speculative decoding (greedy, fixed γ from the sidebar) at each batch size, after "
-            "timing T(n). On a CPU with the built-in pair this takes minutes; the tiny pair takes seconds."
+    """Batch sizes and prompts of the user's own run, and the run itself: a background job with Stop (runner). On the
+    first screen, as every page's form (the recorded result follows it)."""
+    with st.container(border=True):
+        c1, c2 = st.columns([2, 3])
+        sizes = c1.text_input("Batch sizes", "1,2,4", key=key(PAGE, "sizes"), help=f"comma-separated, 1 to {MAX_BATCH}")
+        tokens = c1.slider("New tokens per row", 4, 64, 16, key=key(PAGE, "tokens"))
+        texts = c2.text_area(
+            "Prompts, one per line (cycled to fill the largest batch)",
+            default_prompts(),
+            key=key(PAGE, "prompts"),
+            height=122,
         )
-        sizes = st.text_input("Batch sizes", "1,2,4", key=key(PAGE, "sizes"), help=f"comma-separated, 1 to {MAX_BATCH}")
-        texts = st.text_area(
-            "Prompts, one per line (cycled to fill the largest batch)", default_prompts(), key=key(PAGE, "prompts")
+        prompts = [line.strip() for line in texts.splitlines() if line.strip()][:MAX_LIVE_PROMPTS]
+        batches, problem = _batch_sizes(sizes)
+        problem = problem or (None if prompts else "Type at least one prompt.")
+        b1, b2 = st.columns([1.4, 5], vertical_alignment="center")
+        b2.caption(
+            "Greedy, γ from the sidebar: first T(n), then plain and speculative decoding at each batch size. Minutes "
+            "on a CPU with the built-in pair, seconds with the tiny pair."
         )
-        tokens = st.slider("New tokens per row", 4, 64, 16, key=key(PAGE, "tokens"))
+        if problem:
+            st.error(problem)
         if bounded():
             st.caption(
                 f"This server is shared, so a run here is bounded three ways: its largest batch takes at most "
@@ -71,19 +82,13 @@ def live_form(settings: Settings) -> None:
                 f"together decode at most {BATCH_DECODED.limit:,} {BATCH_DECODED.what} (each size decodes at least "
                 f"{DEFAULT_ROWS} rows, once plain and once per draft length and rule); and it makes at most "
                 f"{BATCH_STEPS.limit:,} {BATCH_STEPS.what} one after the other (counted as if every draft were "
-                "rejected). A larger run "
-                "is refused before it starts."
+                "rejected). A larger run is refused before it starts."
             )
-        prompts = [line.strip() for line in texts.splitlines() if line.strip()][:MAX_LIVE_PROMPTS]
-        batches, problem = _batch_sizes(sizes)
-        problem = problem or (None if prompts else "Type at least one prompt.")
-        if problem:
-            st.error(problem)
         errors = st.container()
         run_section(
             PAGE,
             settings,
-            RunButton(st.columns([1, 3])[0], "Run the batches", icon=":material/play_arrow:", disabled=bool(problem)),
+            RunButton(b1, "Run the batches", icon=":material/play_arrow:", disabled=bool(problem)),
             lambda: batching_work(prompts, batches, tokens, settings),
             live=batching_live,
             errors=errors,
