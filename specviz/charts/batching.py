@@ -120,7 +120,7 @@ def _alone_line(fig: go.Figure, batches: list[int], rows: list[dict]) -> None:
         "the same rows, each decoded alone",
         COLORS["plain"],
         "dot",
-        hover="B = %{x}: its rows alone, %{y:.2f} tokens per round<extra></extra>",
+        hover="B = %{x}: its rows alone, %{y:.2f} tokens per row per round<extra></extra>",
     )
 
 

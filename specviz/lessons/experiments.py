@@ -3,9 +3,8 @@
 An Experiment names its page, the widget values its button sets (session-state keys: "cfg.<name>" for the sidebar,
 "<page>.<name>" for the page's own widgets), whether the button also starts the page's run, what to look for once
 it has run, and why. A page adds experiments by adding an entry to EXPERIMENTS; the ten-minute path (PATH) is an
-ordered list of experiment ids across pages. The observations were checked on the built-in pair (the numbers
-quoted are from the recorded runs in assets/ or from docs/DESIGN.md, "Guided experiments"; the Heads and Batching
-experiments' from assets/heads/*_cpu.json and assets/batching_cpu.json, the Learning ones' from assets/learning/).
+ordered list of experiment ids across pages. The numbers quoted are the built-in pair's recorded runs in assets/
+(assets/heads/*_cpu.json, assets/batching_cpu.json, assets/learning/) or docs/DESIGN.md, "Guided experiments".
 """
 
 from __future__ import annotations
@@ -378,12 +377,12 @@ BATCHING = (
         "acceptance?",
         BATCHING_SHOWN,
         "At B = 2 already: the recorded result measured 1.24× with one row and 0.82× with two. It is the "
-        "verify's cost, not acceptance: each row keeps about as many tokens per round as it does alone, but a "
+        "verify's cost, not acceptance: each row commits about as many tokens per target pass as alone, but a "
         "round costs more plain steps of the same batch.",
         "The verify checks every row's guesses, plus one token each, in one forward, and on this CPU a forward is "
-        "flat only over a few tokens, so each extra row makes the verify dearer while a plain step of the batch "
-        "costs about the same. A batch that waits for its slowest row loses more: its rows keep fewer tokens per "
-        "round (the table's column of the waiting batch).",
+        "flat only over a few tokens, so each extra row makes the verify dearer while a plain step costs about the "
+        "same. A batch that waits for its slowest row loses more: its rows commit fewer tokens per pass (the "
+        "table's column of the waiting batch).",
         run=False,
     ),
     Experiment(
