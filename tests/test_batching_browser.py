@@ -11,7 +11,9 @@ from helpers.browser import HOME_TITLE, TINY, served
 
 pytestmark = pytest.mark.browser
 
-LONG = "16,32,64"  # within the budgets (64 rows x (3 prompt tokens + 64), 6,528 passes), many seconds on the tiny pair
+# within the budgets (64 rows x (3 prompt tokens + 64); 6,528 passes + 448 for the prompt alone), many seconds
+# on the tiny pair
+LONG = "16,32,64"
 WAITING = "Another run (from another tab or user) is using the models"
 SOON_S = 5  # "within a few seconds"
 
@@ -47,6 +49,17 @@ def start_run(page, sizes: str, tokens: int, prompts: str = "abc") -> None:
     run.click()
 
 
+def hold_and_wait(a, b, b_sizes: str) -> None:
+    """A starts the long run and holds the device; B's small run (4 new tokens) is shown waiting for it."""
+    from playwright.sync_api import expect
+
+    start_run(a, LONG, 64)
+    expect(stop_button(a)).to_be_visible(timeout=30_000)
+    a.wait_for_timeout(1500)
+    start_run(b, b_sizes, 4)
+    expect(b.get_by_text(WAITING)).to_be_visible(timeout=30_000)
+
+
 def stop_button(page):
     return page.get_by_role("button", name="Stop", exact=True)
 
@@ -68,11 +81,7 @@ def test_a_batching_run_stops_on_stop_and_on_a_closed_tab_and_the_budget_refuses
             assert stop_button(b).count() == 0
 
             # A's long run holds the device; B's small run waits for it
-            start_run(a, LONG, 64)
-            expect(stop_button(a)).to_be_visible(timeout=30_000)
-            a.wait_for_timeout(1500)
-            start_run(b, "1", 4)
-            expect(b.get_by_text(WAITING)).to_be_visible(timeout=30_000)
+            hold_and_wait(a, b, "1")
 
             pressed = time.monotonic()
             stop_button(a).click()
@@ -81,11 +90,7 @@ def test_a_batching_run_stops_on_stop_and_on_a_closed_tab_and_the_budget_refuses
             expect(b.get_by_text("your run", exact=True).first).to_be_visible(timeout=30_000)  # B's run started, ran
 
             # the same through a closed tab: B's next run waits for A's, then runs once A's tab is gone
-            start_run(a, LONG, 64)
-            expect(stop_button(a)).to_be_visible(timeout=30_000)
-            a.wait_for_timeout(1500)
-            start_run(b, "1,2", 4)
-            expect(b.get_by_text(WAITING)).to_be_visible(timeout=30_000)
+            hold_and_wait(a, b, "1,2")
             closed = time.monotonic()
             ctx_a.close()
             expect(b.get_by_text(WAITING)).to_be_hidden(timeout=(SOON_S + 5) * 1000)  # 2 s grace, then a round
