@@ -120,10 +120,10 @@ def test_the_reading_names_the_factor_that_ended_the_gain():
     steady = with_ragged(stop, batch_tokens_per_round=[3.2] * n)  # the same yield at every B: only the cost grows
     steady = with_ragged(steady, verify_seconds=[rows[0]["target_step_seconds"]] + [9.0] * (n - 1))
     words = reading(steady)
-    assert "The verify's cost ends the gain here" in words and "Acceptance ends" not in words
+    assert "The verify's cost ends the gain here" in words and "yield ends" not in words
     shrinking = with_ragged(stop, batch_tokens_per_round=[3.2] + [1.1] * (n - 1))
     shrinking = with_ragged(shrinking, verify_seconds=[r["target_step_seconds"] for r in rows])
-    assert "Acceptance ends the gain here" in reading(shrinking)
+    assert "The rounds' yield ends the gain here" in reading(shrinking)
     never = dict(SHIPPED, break_even_batch=None)
     assert "it still pays at γ" in reading(never) and "no longer pays" not in reading(never)
 

@@ -376,13 +376,13 @@ BATCHING = (
         "At which batch size does speculation at γ = 4 stop paying on this CPU, and is it the verify's cost or "
         "acceptance?",
         BATCHING_SHOWN,
-        "At B = 2 already: the recorded result measured 1.24× with one row and 0.82× with two. It is the "
-        "verify's cost, not acceptance: each row commits about as many tokens per target pass as alone, but a "
-        "round costs more plain steps of the same batch.",
-        "The verify checks every row's guesses, plus one token each, in one forward, and on this CPU a forward is "
-        "flat only over a few tokens, so each extra row makes the verify dearer while a plain step costs about the "
-        "same. A batch that waits for its slowest row loses more: its rows commit fewer tokens per pass (the "
-        "table's column of the waiting batch).",
+        "At B = 2 already: the recorded result measured 1.24× with one row and 0.82× with two. The reading above "
+        "names the cause: what a round gave each row fell more than the round's cost rose, because the batch runs "
+        "until its slowest row is done.",
+        "Each row commits about as many tokens per target pass as alone, but rows that finish early idle through "
+        "the batch's last rounds. The verify's cost grows with B too: a forward is flat only over a few tokens on "
+        "this CPU. A batch that waits for its slowest row at every round loses more (the table's column of the "
+        "waiting batch).",
         run=False,
     ),
     Experiment(

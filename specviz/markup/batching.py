@@ -88,7 +88,10 @@ def _why_it_stopped(first: dict, row: dict, gamma: int) -> str:
         f"steps and what it gave each row from {before:.2f} to {after:.2f} tokens"
     )
     if before / after >= now / was:
-        return f"**Why:** {change}. Acceptance ends the gain here, more than the verify's cost."
+        return (
+            f"**Why:** {change}. The rounds' yield ends the gain here, more than the verify's cost: a batch runs "
+            "until its slowest row is done, so rows that finished early idle through its last rounds."
+        )
     return f"**Why:** {change}. The verify's cost ends the gain here: n = B (γ + 1) has passed the knee of T(n)."
 
 
