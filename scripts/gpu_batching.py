@@ -6,7 +6,7 @@ agree about as often as chance, so the measured round length is about 1 token an
 side only. What this records is T(n) and the draft's step at each B; the prediction at a real acceptance follows
 from them (docs/DESIGN.md, "Batching").
 
-Usage: python scripts/gpu_batching.py [--device cuda] [--out DIR] [--dry-run] [--batch 1,2,...]
+Usage: python scripts/gpu_batching.py [--device cuda] [--out DIR] [--dry-run] [--batch 1,2,...] [--gammas 1,2,4]
 (other options, gpu_check.py's, are ignored, so gpu_check.sh can pass its arguments on.)
 """
 
@@ -30,6 +30,7 @@ from specviz.bench.batching import GPU_CURVE_TOKENS, format_batching, parse_batc
 from specviz.decoding.config import SpecConfig  # noqa: E402
 
 GPU_BATCHES = "1,2,4,8,16,32,64"
+GPU_GAMMAS = "1,2,4"  # random weights accept about nothing: each gamma is the cost side only, so three show its slope
 DRY_RUN_BATCHES = "1,2"
 DRY_RUN_TOKENS = (1, 2, 4, 8, 16, 32)
 
@@ -41,6 +42,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--dry-run", action="store_true", help="scaled-down models, short curve (a CPU rehearsal)")
     parser.add_argument("--batch", default=None, help=f"batch sizes (default {GPU_BATCHES}; dry run {DRY_RUN_BATCHES})")
     parser.add_argument("--gamma", type=int, default=4)
+    parser.add_argument("--gammas", default=None, help=f"the sweep at each B (default {GPU_GAMMAS})")
     parser.add_argument("--batch-tokens", type=int, default=16, help="new tokens per row in the batched loops")
     return parser.parse_known_args(argv)[0]
 
@@ -58,7 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     config = SpecConfig(gamma=args.gamma, max_new_tokens=8 if args.dry_run else args.batch_tokens)
     # prompts of different lengths from the synthetic tokenizer's ids (one per character)
     prompts = [list(range(10, 10 + length)) for length in (48, 64, 40, 56)]
-    doc = run_batching(pair, prompts, config, batches, tokens, repeats=3, log=lambda m: print(m, flush=True))
+    gammas = parse_batches(args.gammas or GPU_GAMMAS)
+    doc = run_batching(
+        pair, prompts, config, batches, tokens, repeats=3, log=lambda m: print(m, flush=True), gammas=gammas
+    )
     doc["note"] = "random-weight models: acceptance about 0, the cost side only"
     print(format_batching(doc))
     path = Path(args.out) / f"batching_{device.type}.json"

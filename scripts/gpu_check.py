@@ -11,8 +11,8 @@ ends (with its status, seconds and any error): eager (the four methods, the veri
 eager_constant_gamma4 (the confidence stop off, so really gamma 4); eager_alternatives (the token-tree
 verify, bf16 on CUDA); compiled, when the draft is launch-bound (c > 0.5) or --compile on: a static KV
 cache and CUDA graphs through torch.compile for the one-token steps only, with dynamo's counters and
-compile times; identity_fp32 (greedy identity where it means something). A phase that would start
-after --budget seconds is skipped, so the whole fits its timeout.
+compile times; identity_fp32 (greedy identity where it means something) runs before it. A phase that would start
+after --budget seconds is skipped, so the whole fits its timeout; --phases runs some of them (compiled needs eager).
 
 Usage: python scripts/gpu_check.py [--device cuda] [--out DIR] [--max-new-tokens 64] [--compile auto|on|off]
        [--budget 230] [--dry-run]
@@ -43,6 +43,7 @@ CONFIGS = {
     "target": ROOT / "assets" / "qwen2.5-coder-1.5b-config.json",
     "draft": ROOT / "assets" / "qwen2.5-coder-0.5b-config.json",
 }
+PHASES = ("eager", "eager_constant_gamma4", "eager_alternatives", "identity_fp32", "compiled")  # in running order
 LAUNCH_BOUND = 0.5  # c above this: the draft is not much cheaper than the target per step
 DRY_RUN_SCALE = dict(
     hidden_size=128,
@@ -141,18 +142,28 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--budget", type=float, default=230.0, help="seconds; a phase that would start later is skipped"
     )
     parser.add_argument("--dry-run", action="store_true", help="scaled-down models (a CPU check of this script)")
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--phases", default=",".join(PHASES), help="which phases, comma-separated (a rerun of some on a GPU)"
+    )
+    args = parser.parse_args(argv)
+    args.phases = args.phases.split(",")
+    unknown = sorted(set(args.phases) - set(PHASES))
+    if unknown:
+        parser.error(f"unknown phases {unknown}; choose from {','.join(PHASES)}")
+    return args
 
 
 class Phases:
     """Each phase runs even if an earlier one failed; its result and status are written as soon as it ends."""
 
-    def __init__(self, path: Path, budget: float, log):
-        self.path, self.budget, self.log = path, budget, log
+    def __init__(self, path: Path, budget: float, log, wanted: list[str]):
+        self.path, self.budget, self.log, self.wanted = path, budget, log, wanted
         self.started = time.perf_counter()
         self.doc: dict = {"phases": {}, "results": {}}
 
     def run(self, name: str, work) -> dict | None:
+        if name not in self.wanted:
+            return None
         elapsed = time.perf_counter() - self.started
         if elapsed > self.budget:
             self.doc["phases"][name] = {"status": "skipped", "why": f"{elapsed:.0f} s past, budget {self.budget:.0f} s"}
@@ -252,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     log = lambda message: print(message, flush=True)
-    phases = Phases(out / f"gpu-check-{device.type}.json", args.budget, log)
+    phases = Phases(out / f"gpu-check-{device.type}.json", args.budget, log, args.phases)
     scale = DRY_RUN_SCALE if args.dry_run else None
     pair = random_pair(device, scale=scale)
     log(f"random pair built in {time.perf_counter() - phases.started:.1f} s: {pair.names}")
@@ -270,6 +281,10 @@ def main(argv: list[str] | None = None) -> int:
     eager = phases.run("eager", lambda: eager_phase(pair, prompts, settings, out))
     phases.run("eager_constant_gamma4", lambda: constant_phase(pair, prompts, short))
     phases.run("eager_alternatives", lambda: alternatives_phase(pair, prompts, short))
+    # identity before compiling: it is the check of correctness, and the compiles may take what is left of the budget
+    fp32 = replace(short, config=replace(config, max_new_tokens=min(args.max_new_tokens, 32)))
+    phases.run("identity_fp32", lambda: identity_fp32(device, scale, prompts, fp32, log))
+    # the compiled phase compares itself with the eager one, so it needs it
     if eager is not None and wants_compile(args.compile, eager["verify_curve"]["cost_ratio_c"]):
         backend = "eager" if args.dry_run and device.type == "cpu" else "inductor"
         compiled = phases.run(
@@ -279,9 +294,6 @@ def main(argv: list[str] | None = None) -> int:
             (out / f"verify_curve_{device.type}.json").write_text(json.dumps(compiled["verify_curve"], indent=1))
     if device.type == "cuda":
         print(f"peak GPU memory: {torch.cuda.max_memory_allocated(device) / 2**30:.2f} GiB")
-    pair = None  # the bf16 pair is done with: free its memory before the fp32 one is built
-    fp32 = replace(short, config=replace(config, max_new_tokens=min(args.max_new_tokens, 32)))
-    phases.run("identity_fp32", lambda: identity_fp32(device, scale, prompts, fp32, log))
     print(
         f"JSON: {phases.path}  ({time.perf_counter() - phases.started:.0f} s in all); failed: {phases.failed or 'none'}"
     )

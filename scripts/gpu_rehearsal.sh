@@ -48,17 +48,21 @@ grep -q "below 5.20" <<<"$refusal" || {
 }
 echo "refused, as it should: $(grep 'below 5.20' <<<"$refusal" | cut -c1-100)..."
 
-compgen -G ".whl/transformers-5.24*.whl" >/dev/null || PYTHON=$PROJECT_PY scripts/gpu_wheels.sh
+compgen -G ".whl/pydantic-*.whl" >/dev/null || PYTHON=$PROJECT_PY scripts/gpu_wheels.sh
 SITE=$(mktemp -d /tmp/specviz-rehearsal-site.XXXXXX)
+# The carried wheels that install on this Python: the pure-Python ones (pydantic_core's is built for the device's
+# 3.12; the same version is borrowed from the project's venv here).
+WHEELS=$(mktemp -d /tmp/specviz-rehearsal-wheels.XXXXXX)
+cp .whl/*-none-any.whl "$WHEELS"/
 rm -rf "$OUTDIR" && mkdir -p "$OUTDIR"
 echo "== scripts/gpu_check.sh, as on the device (results in $OUTDIR)"
 rc=0
 # The tests step gets more time than on the device (GPU_CHECK_TESTS_S): this CPU, shared and single-threaded here,
 # is not the GPU whose time the step's 150 s are sized for; what the rehearsal checks is that every step runs.
-PYTHON=$PY OUT=$OUTDIR GPU_CHECK_SITE=$SITE SPECVIZ_LOSSLESS_RUNS=${SPECVIZ_LOSSLESS_RUNS:-150} OMP_NUM_THREADS=1 \
+PYTHON=$PY OUT=$OUTDIR GPU_CHECK_SITE=$SITE GPU_CHECK_WHEELS=$WHEELS SPECVIZ_LOSSLESS_RUNS=${SPECVIZ_LOSSLESS_RUNS:-150} OMP_NUM_THREADS=1 \
   GPU_CHECK_TESTS_S=${GPU_CHECK_TESTS_S:-420} \
   scripts/gpu_check.sh --device cpu --dry-run --compile on --max-new-tokens 8 --per-category 1 --curve-gammas 3 || rc=$?
-rm -rf "$SITE"
+rm -rf "$SITE" "$WHEELS"
 
 echo "== checking what came back"
 "$PROJECT_PY" - "$OUTDIR" "$rc" <<'PY'

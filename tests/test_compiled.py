@@ -79,6 +79,25 @@ def test_rollback_on_the_static_cache(compiled):
     torch.testing.assert_close(logits, fresh, atol=1e-4, rtol=1e-4)
 
 
+def test_rollback_outside_inference_mode_when_the_length_counter_was_made_inside_it():
+    """On CUDA the static cache's length counter is moved to the GPU during the first (inference-mode) forward, so it
+    is an inference tensor, and a crop outside inference mode failed there (the first H100 run, 2026-12-06). On the
+    CPU the move is a no-op; here the counter is remade in inference mode as CUDA makes it."""
+    model = tiny_model(40, seed=4)
+    enable_compiled_decoding(model, max_length=16, backend="eager")
+    try:
+        state = CachedModel(model, 40)
+        state.feed([5, 6, 7, 8, 9])
+        with torch.inference_mode():
+            for layer in state.cache.layers:
+                layer.cumulative_length = layer.cumulative_length.clone()
+        assert torch.is_inference(state.cache.layers[0].cumulative_length)
+        state.rollback([5, 6, 7, 1])
+        assert state.ids == [5, 6, 7] and int(state.cache.get_seq_length()) == 3
+    finally:
+        disable_compiled_decoding(model)
+
+
 def test_alternatives_are_left_out_on_a_compiled_target(compiled):
     # A static cache's compiled step takes no custom tree mask, so the token tree is not built there.
     pair, ids = compiled

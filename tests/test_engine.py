@@ -183,7 +183,7 @@ def test_a_kept_sibling_that_repeats_a_drafted_token_reads_its_own_row(pair, pro
     t1, t2, t3 = text[i : i + 3]
     wrong, other = [t for t in range(pair.target.config.vocab_size) if t not in (t1, t2, t3)][:2]
     run = start_run(pair, text[:i], SpecConfig(gamma=3, alternatives=2), drafters.factory("model"))
-    uniform = torch.full((3, pair.target.config.vocab_size), 1.0 / pair.target.config.vocab_size)
+    uniform = torch.full((3, pair.target.config.vocab_size), 1.0 / pair.target.config.vocab_size, device=pair.device)
     p, decision = verify_phase(run, with_alternatives(Draft([t1, t2, wrong], uniform, 0), [other, t3]))
     assert decision.kept == [t1, t2, t3] and decision.tree_path == (1,)  # t3, the second sibling of d_3
     assert decision.next_row == 5  # rows: after the pending token, t1, t2, wrong; then after other, after t3

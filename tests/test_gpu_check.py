@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from specviz.traces.batching import load_batching
 
 ROOT = Path(__file__).resolve().parent.parent
 REHEARSAL_CACHE = Path(os.environ.get("SPECVIZ_REHEARSAL_CACHE", Path.home() / ".cache" / "specviz" / "gpu-rehearsal"))
-PHASES = ["eager", "eager_constant_gamma4", "eager_alternatives", "compiled", "identity_fp32"]
+PHASES = ["eager", "eager_constant_gamma4", "eager_alternatives", "identity_fp32", "compiled"]  # running order
 
 
 CHECK_OPTIONS = ["--device", "cpu", "--dry-run", "--compile", "on", "--max-new-tokens", "8", "--per-category", "1"]
@@ -48,6 +49,9 @@ class Rehearsal:
 @pytest.fixture(scope="module")
 def rehearsal(tmp_path_factory) -> Rehearsal:
     env = dict(os.environ, SPECVIZ_REHEARSAL_CACHE=str(REHEARSAL_CACHE), PROJECT_PYTHON=sys.executable)
+    # The tests step on one file: the others run in this suite already (with this venv's transformers); what the
+    # rehearsal adds is that the step runs under the device's transformers (the static cache differs most there).
+    env.setdefault("GPU_CHECK_TESTS", "tests/test_compiled.py")
     out = tmp_path_factory.mktemp("rehearsal") / "out"
     command = ["scripts/gpu_rehearsal.sh", str(out)]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
@@ -130,3 +134,55 @@ def test_gpu_batching_step_runs_on_cpu(rehearsal, tmp_path):
     assert [row["batch"] for row in doc["rows"]] == [1, 2] and doc["curve"]["tokens"][-1] == 32
     assert all(row["greedy_identical"] for row in doc["rows"])
     assert "random Qwen2" in doc["target"]
+
+
+# The GPU machine's image, as read there on 2026-11-17 (/work/.library/device/KINDS.md): the distributions that the
+# check's code may import without carrying them. pydantic is not among them (the first H100 run stopped there).
+DEVICE_HAS = """accelerate filelock fsspec hf-xet huggingface-hub idna iniconfig jinja2 markupsafe mpmath networkx
+numpy packaging pandas pluggy psutil pygments pytest pytest-timeout python-dateutil pytz pyyaml regex requests
+safetensors setuptools six sympy tokenizers torch tqdm transformers triton typer typing-extensions tzdata
+urllib3 click shellingham rich markdown-it-py mdurl annotated-doc certifi charset-normalizer httpx httpcore h11
+anyio sniffio""".split()
+
+
+IMPORT_SCAN = """
+import ast, importlib, json, pathlib, sys
+from importlib.metadata import packages_distributions
+
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+root, tops = pathlib.Path.cwd().resolve(), set()
+for module in list(sys.modules.values()):  # the project's own files that were loaded, and what they import
+    path = pathlib.Path(getattr(module, "__file__", None) or "/").resolve()
+    if root not in path.parents or ".venv" in path.parts or not path.is_file() or path.suffix != ".py":
+        continue
+    nodes = ast.parse(path.read_text()).body  # module-level imports (a function's own, e.g. gguf's, may never run)
+    while nodes:
+        node = nodes.pop()
+        if isinstance(node, ast.Import):
+            tops |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            tops.add(node.module.split(".")[0])
+        elif isinstance(node, (ast.If, ast.Try)):
+            nodes += node.body + node.orelse + getattr(node, "handlers", []) + getattr(node, "finalbody", [])
+        elif isinstance(node, ast.ExceptHandler):
+            nodes += node.body
+dists = packages_distributions()
+print(json.dumps(sorted({d for top in tops - set(sys.stdlib_module_names) for d in dists.get(top, [])})))
+"""
+
+
+def test_the_carried_wheels_cover_what_the_device_lacks():
+    """Every distribution that the check's scripts and CUDA tests import is on the device or in scripts/gpu_wheels.sh
+    (scripts/gpu_versions.py says so there too, but only once the machine has started)."""
+    tests = ["test_engine", "test_alternatives", "test_lossless", "test_auto_schedule", "test_compiled", "test_bench"]
+    command = [sys.executable, "-c", IMPORT_SCAN, "gpu_check", "gpu_batching", "gpu_versions", "cuda_plugin", *tests]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(["scripts", "tests", "."]))
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    normal = lambda name: name.lower().replace("_", "-")
+    imported = {normal(name) for name in json.loads(done.stdout.splitlines()[-1])}
+    wheels = (ROOT / "scripts" / "gpu_wheels.sh").read_text()
+    carried = {normal(match) for match in re.findall(r"([A-Za-z0-9_.-]+)==", wheels)}
+    assert {"pydantic", "torch", "transformers"} <= imported  # the scan sees what the first H100 run lacked
+    assert imported - set(DEVICE_HAS) - carried == set()

@@ -168,7 +168,6 @@ class CachedModel:
         return self.decoder is None and getattr(self.model.config, "_attn_implementation", None) in ("sdpa", "eager")
 
     @torch.inference_mode()
-    @torch.inference_mode()
     def feed_tree(self, chain: list[int], nodes: list[tuple[int, int]], chain_rows: int = 1) -> torch.Tensor:
         """One forward over a token tree: `chain` appended as usual, plus `nodes`, each (token, parent) with parent
         an index into chain + nodes before it. Returns [chain_rows + len(nodes), V] logits: the rows of the last
@@ -265,6 +264,7 @@ class CachedModel:
             keep += 1
         self.truncate(keep)
 
+    @torch.inference_mode()  # on CUDA a static cache's length counter is an inference tensor: change it in that mode
     def truncate(self, length: int) -> None:
         """Keep the first `length` cached tokens (drop guesses that turned out wrong)."""
         if length < len(self.ids):
