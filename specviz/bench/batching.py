@@ -140,6 +140,35 @@ def predicted_speedup(tokens_per_round: float, gamma: int, step: float, verify: 
     return tokens_per_round * step / (gamma * draft + verify)
 
 
+def shape_cost(costs_by_size: dict[int, dict]) -> Callable[[int, int], float]:
+    """Seconds of one round of `rows` rows drafting `length` tokens (length 0: a plain step), from the forwards timed
+    at the batch sizes measured so far: length t_draft(rows) + T_verify(rows, length), each linear between the
+    measured sizes (and between the measured gammas, the plain step as gamma 0)."""
+    sizes = sorted(costs_by_size)
+
+    def across(rows: int, pick: Callable[[dict], float]) -> float:
+        values = [pick(costs_by_size[size]) for size in sizes]
+        return values[0] if len(sizes) == 1 else interpolate(sizes, values, rows)
+
+    def verify(costs: dict, length: int) -> float:
+        gammas = [0, *sorted(costs["verify"])]
+        seconds = [costs["target_step_seconds"], *(costs["verify"][g] for g in gammas[1:])]
+        return interpolate(gammas, seconds, length)
+
+    def seconds(rows: int, length: int) -> float:
+        return length * across(rows, lambda c: c["draft_step_seconds"]) + across(rows, lambda c: verify(c, length))
+
+    return seconds
+
+
+def shaped_speedup(method: dict, plain: dict, cost: Callable[[int, int], float]) -> float:
+    """The speed-up the timed forwards predict for the rounds this run had: every round's rows and draft length (the
+    batch shrinks as rows finish, the last round drafts to the budget), against the plain steps' rows."""
+    speculative = sum(cost(rows, length) for rows, length in method["shapes"])
+    baseline = sum(cost(rows, 0) for rows, _ in plain["shapes"])
+    return (method["tokens"] / speculative) / (plain["tokens"] / baseline)
+
+
 def batch_prompts(prompts: Sequence[Sequence[int]], size: int) -> list[list[int]]:
     """The first `size` prompts, cycling through them when there are fewer."""
     return [list(prompts[i % len(prompts)]) for i in range(size)]
@@ -168,17 +197,18 @@ def run_all(batches: list[list[list[int]]], run: Callable[[list[list[int]]], Bat
         "seconds": seconds,
         "tokens_per_second": tokens / seconds,
         "rounds": sum(r.rounds for r in results),
+        "shapes": [shape for r in results for shape in r.shapes],
         "tokens_per_round": sum(row_rounds) / len(row_rounds) if row_rounds else 1.0,
         "acceptance": accepted / (accepted + rejected) if accepted + rejected else 0.0,
     }
 
 
 def speculative_entry(method: dict, size: int, gamma: int, plain: dict, costs: dict, acceptance: float | None) -> dict:
-    """One speculative method at this B: measured against plain; predicted from the batch's own timings with the
-    tokens the batch committed per row per round it ran (rows that finished early idle until its last round) and,
-    given an acceptance, with E(a, gamma)."""
+    """One speculative method at this B: measured against plain; predicted from the timed forwards for the rounds it
+    ran (shaped_speedup) and, given an acceptance, expected in the steady state, every round at B rows and gamma
+    drafts: E(a, gamma) T(B) / (gamma t_draft(B) + T_verify(B, gamma))."""
     verify, step, draft = costs["verify"][gamma], costs["target_step_seconds"], costs["draft_step_seconds"]
-    entry = {k: v for k, v in method.items() if k not in ("token_ids", "results")}
+    entry = {k: v for k, v in method.items() if k not in ("token_ids", "results", "shapes")}
     batch_yield = method["tokens"] / (size * method["rounds"])
     entry.update(
         gamma=gamma,
@@ -186,7 +216,7 @@ def speculative_entry(method: dict, size: int, gamma: int, plain: dict, costs: d
         verify_seconds=verify,
         curve_verify_seconds=costs["curve"](size * (gamma + 1)),
         batch_tokens_per_round=batch_yield,
-        predicted_speedup=predicted_speedup(batch_yield, gamma, step, verify, draft),
+        predicted_speedup=shaped_speedup(method, plain, costs["shape"]),
     )
     if acceptance is not None:
         e = expected_tokens(acceptance, gamma)
@@ -266,6 +296,8 @@ def measure_batch(
     batches = batches_of(prompts, size, settings["rows"])
     costs = batch_costs(pair, batches[0], settings["gammas"], settings["repeats"])
     costs["curve"] = lambda n: interpolate(curve["tokens"], curve["seconds"], n)
+    settings["costs"][size] = {k: costs[k] for k in ("target_step_seconds", "verify", "draft_step_seconds")}
+    costs["shape"] = shape_cost(settings["costs"])
     stop_if(cancel)
     plain = run_all(batches, lambda b: batch_plain(pair, b, config, False, cancel), cancel)
 
@@ -333,7 +365,7 @@ def run_batching(
     warm = replace(config, max_new_tokens=min(4, config.max_new_tokens))
     batch_speculative(pair, batch_prompts(prompts, min(2, max(batches))), warm, cancel=cancel)  # first-call costs
     table = []
-    settings = {"rows": rows, "repeats": repeats, "gammas": sweep, "cancel": cancel, "alone": {}}
+    settings = {"rows": rows, "repeats": repeats, "gammas": sweep, "cancel": cancel, "alone": {}, "costs": {}}
     settings["engine_repeats"] = engine_repeats
     for size in batches:
         log(f"B = {size}: costs; plain, ragged at gamma {', '.join(map(str, sweep))}, min-cut at {config.gamma}")

@@ -212,6 +212,10 @@ TABLE_HELP = {
     "… waiting for the slowest row": st.column_config.NumberColumn(
         help="the same when every row keeps only the batch's shortest accepted prefix (min-cut)"
     ),
+    "predicted": st.column_config.NumberColumn(
+        help="from the forwards timed at each batch size (a draft step, a verify, a plain step), added up over the "
+        "rounds this run had: rows leave the batch as they finish, and the last round drafts only up to the budget"
+    ),
     "T(B) s": st.column_config.NumberColumn(
         help="one plain step of the whole batch: the target over B rows of one token"
     ),
