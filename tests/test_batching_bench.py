@@ -14,9 +14,9 @@ from specviz.bench.batching import (
     parse_batches,
     parse_gammas,
     predicted_speedup,
+    run_batching,
     shape_cost,
     shaped_speedup,
-    run_batching,
 )
 from specviz.decoding.config import ConfigError, SpecConfig
 from specviz.models.tiny import tiny_pair
@@ -100,7 +100,7 @@ def test_a_prediction_adds_up_the_rounds_the_run_had():
     # between gamma 1 and 3 at each size (0.16 and 0.4), then a third of the way (0.24)
     assert cost(2, 2) == pytest.approx(2 * 0.03 + 0.24)
     speculative = {"tokens": 8, "shapes": [(4, 3), (2, 2)]}
-    plain = {"tokens": 8, "shapes": [(4, 0), (4, 0)]}
+    plain = {"tokens_per_second": 8 / 0.4}  # the plain run's own rate: two steps of 0.2 s
     assert shaped_speedup(speculative, plain, cost) == pytest.approx(0.4 / (0.65 + 0.30))
     assert shape_cost({4: costs[4]})(2, 3) == pytest.approx(0.65)  # one measured size: its costs for every B
 

@@ -163,10 +163,10 @@ def shape_cost(costs_by_size: dict[int, dict]) -> Callable[[int, int], float]:
 
 def shaped_speedup(method: dict, plain: dict, cost: Callable[[int, int], float]) -> float:
     """The speed-up the timed forwards predict for the rounds this run had: every round's rows and draft length (the
-    batch shrinks as rows finish, the last round drafts to the budget), against the plain steps' rows."""
+    batch shrinks as rows finish, the last round drafts to the budget), against the plain run's own rate (the one the
+    measured speed-up divides by: its steps time T(B) far more often than a timing's few samples)."""
     speculative = sum(cost(rows, length) for rows, length in method["shapes"])
-    baseline = sum(cost(rows, 0) for rows, _ in plain["shapes"])
-    return (method["tokens"] / speculative) / (plain["tokens"] / baseline)
+    return method["tokens"] / speculative / plain["tokens_per_second"]
 
 
 def batch_prompts(prompts: Sequence[Sequence[int]], size: int) -> list[list[int]]:

@@ -213,8 +213,9 @@ TABLE_HELP = {
         help="the same when every row keeps only the batch's shortest accepted prefix (min-cut)"
     ),
     "predicted": st.column_config.NumberColumn(
-        help="from the forwards timed at each batch size (a draft step, a verify, a plain step), added up over the "
-        "rounds this run had: rows leave the batch as they finish, and the last round drafts only up to the budget"
+        help="the forwards timed at each batch size (a draft step, a verify), added up over the rounds this run "
+        "had (rows leave the batch as they finish, the last round drafts only up to the budget), against the "
+        "plain run's own speed"
     ),
     "T(B) s": st.column_config.NumberColumn(
         help="one plain step of the whole batch: the target over B rows of one token"
