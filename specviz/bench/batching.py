@@ -203,12 +203,19 @@ def run_all(batches: list[list[list[int]]], run: Callable[[list[list[int]]], Bat
     }
 
 
-def speculative_entry(method: dict, size: int, gamma: int, plain: dict, costs: dict, acceptance: float | None) -> dict:
+def pooled(plains: list[dict]) -> dict:
+    """The plain runs of one B as one: every token over every second (the row's plain rate)."""
+    tokens, seconds = sum(p["tokens"] for p in plains), sum(p["seconds"] for p in plains)
+    return {"tokens": tokens // len(plains), "seconds": seconds / len(plains), "tokens_per_second": tokens / seconds}
+
+
+def speculative_entry(method: dict, size: int, gamma: int, costs: dict, acceptance: float | None) -> dict:
     """One speculative method at this B: measured against plain; predicted from the timed forwards for the rounds it
     ran (shaped_speedup) and, given an acceptance, expected in the steady state, every round at B rows and gamma
     drafts: E(a, gamma) T(B) / (gamma t_draft(B) + T_verify(B, gamma))."""
     verify, step, draft = costs["verify"][gamma], costs["target_step_seconds"], costs["draft_step_seconds"]
-    entry = {k: v for k, v in method.items() if k not in ("token_ids", "results", "shapes")}
+    plain = method["plain"]  # the plain run right before this method
+    entry = {k: v for k, v in method.items() if k not in ("token_ids", "results", "shapes", "plain")}
     batch_yield = method["tokens"] / (size * method["rounds"])
     entry.update(
         gamma=gamma,
@@ -299,22 +306,27 @@ def measure_batch(
     settings["costs"][size] = {k: costs[k] for k in ("target_step_seconds", "verify", "draft_step_seconds")}
     costs["shape"] = shape_cost(settings["costs"])
     stop_if(cancel)
-    plain = run_all(batches, lambda b: batch_plain(pair, b, config, False, cancel), cancel)
+    plains = []
 
     def spec(g: int, rule: str) -> dict:
-        return run_all(
+        """The method, right after a plain run of the same batches that its speed-up is measured against: this CPU's
+        speed drifts by a fifth within minutes, and a plain run timed once per B put that drift into every ratio."""
+        plains.append(run_all(batches, lambda b: batch_plain(pair, b, config, False, cancel), cancel))
+        method = run_all(
             batches, lambda b: batch_speculative(pair, b, replace(config, gamma=g), False, rule, cancel), cancel
         )
+        return dict(method, plain=plains[-1])
 
     fixed = spec(gamma, RAGGED)
     if size == 1:  # these rows alone are this B's own runs
-        for batch, alone in zip(batches, zip(plain["results"], fixed["results"], strict=True), strict=True):
+        for batch, alone in zip(batches, zip(fixed["plain"]["results"], fixed["results"], strict=True), strict=True):
             settings["alone"].setdefault(tuple(batch[0]), alone)
     sweep = {g: fixed if g == gamma else spec(g, RAGGED) for g in settings["gammas"]}
     cut = spec(gamma, MIN_CUT)
     alone = alone_runs(pair, [row for batch in batches for row in batch], config, settings["alone"], cancel)
     alone_text = [p.token_ids[0] for p, _ in alone]
-    gammas = [speculative_entry(sweep[g], size, g, plain, costs, fixed["acceptance"]) for g in sorted(sweep)]
+    plain = pooled(plains)
+    gammas = [speculative_entry(sweep[g], size, g, costs, fixed["acceptance"]) for g in sorted(sweep)]
     ragged = next(e for e in gammas if e["gamma"] == gamma)
     return {
         "batch": size,
@@ -324,12 +336,12 @@ def measure_batch(
         "plain_tokens_per_second": plain["tokens_per_second"],
         "acceptance": fixed["acceptance"],
         "alone": alone_entry(alone),
-        "greedy_identical": all(m["token_ids"] == alone_text for m in (plain, cut, *sweep.values()))
+        "greedy_identical": all(m["token_ids"] == alone_text for m in (*plains, cut, *sweep.values()))
         if config.greedy
         else None,
         "curve_step_seconds": costs["curve"](size),
         "ragged": ragged,
-        "min_cut": speculative_entry(cut, size, gamma, plain, costs, None),
+        "min_cut": speculative_entry(cut, size, gamma, costs, None),
         "single_row_engine": single_row_engine(pair, batches, config, ragged["measured_speedup"], settings)
         if size == 1
         else None,
