@@ -376,13 +376,13 @@ BATCHING = (
         "At which batch size does speculation at γ = 4 stop paying on this CPU, and is it the verify's cost or "
         "acceptance?",
         BATCHING_SHOWN,
-        "At B = 2 already: the recorded result measured 1.24× with one row and 0.82× with two. The reading above "
-        "names the cause: what a round gave each row fell more than the round's cost rose, because the batch runs "
-        "until its slowest row is done.",
-        "Each row commits about as many tokens per target pass as alone, but rows that finish early idle through "
-        "the batch's last rounds. The verify's cost grows with B too: a forward is flat only over a few tokens on "
-        "this CPU. A batch that waits for its slowest row at every round loses more (the table's column of the "
-        "waiting batch).",
+        "At B = 4: the recorded result measured 1.57× with one row and 0.62× with four; with two rows it only "
+        "broke even. The reading above names the cause: a round's cost rose more than what it gave each row fell, "
+        "so the verify's cost ends the gain here.",
+        "Each row commits about as many tokens per target pass as alone, so the yield hardly falls. The verify's "
+        "cost grows with B: a forward is flat only over a few tokens on this CPU, and at four rows a verify "
+        "already covers twenty. A batch that waits for its slowest row at every round loses more (the table's "
+        "column of the waiting batch).",
         run=False,
     ),
     Experiment(
@@ -391,7 +391,7 @@ BATCHING = (
         "Compare the throughput of plain decoding at B = 16 with speculative decoding at B = 1: which serves more "
         "tokens per second?",
         BATCHING_SHOWN,
-        "Plain decoding at B = 16 serves 74.1 tokens/s, about eight times the 9.3 tokens/s of speculative decoding "
+        "Plain decoding at B = 16 serves 52.8 tokens/s, about six times the 9.4 tokens/s of speculative decoding "
         "at B = 1 (the recorded result quoted above, the throughput chart's end points).",
         "Both spend the same spare compute: a forward over a few tokens costs about what one token costs. A batch "
         "fills it with tokens that are all kept, speculation with guesses that may be thrown away. A loaded "
@@ -404,8 +404,8 @@ BATCHING = (
         "batching",
         "Where does T(n), the target's forward over n tokens, stop being flat?",
         BATCHING_SHOWN,
-        "Around n = 16: in the recorded result quoted above one token takes 0.158 s, sixteen 0.214 s, and then "
-        "the cost climbs, as the chart of T(n) shows.",
+        "After about six tokens: in the recorded result quoted above one token takes 0.137 s, six 0.149 s, and "
+        "from eight on the cost climbs, as the chart of T(n) shows.",
         "Below the knee a forward is memory-bound: its time goes into reading the weights once, and a few more "
         "tokens ride along almost free. Past it the arithmetic dominates and the cost grows with n, so every "
         "drafted token that is rejected costs real time.",
