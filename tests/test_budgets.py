@@ -101,8 +101,9 @@ def test_the_batching_page_states_its_budget_and_refuses_a_batch_beyond_it(expos
 
 
 def test_a_batching_run_of_every_batch_size_is_refused_though_its_largest_batch_fits(exposed):
-    """Sizes 1..64 of a short prompt: the largest batch fits the memory bound, but the run decodes 64 batch sizes 8
-    times each (about 9 minutes on the tiny pair, hours on the built-in one): refused by the bound on all its runs."""
+    """Sizes 1..64 of a short prompt: the largest batch fits the memory bound, but the run decodes 64 batch sizes 14
+    times each (7 speculative runs, each after a plain one: minutes on the tiny pair, hours on the built-in one):
+    refused by the bound on all its runs."""
     at = go(exposed, "batching")
     assert "all its batch sizes together decode at most 65,536 rows x tokens decoded" in captions(at)
     at.number_input(key="cfg.gamma").set_value(32)
@@ -111,14 +112,14 @@ def test_a_batching_run_of_every_batch_size_is_refused_though_its_largest_batch_
     at.slider(key="batching.tokens").set_value(64).run()
     at.button(key="batching.run").click().run()
     (error,) = [e.value for e in at.error]
-    assert error.startswith("This run would take 2,088 rows over its batch sizes x (3 prompt + 64 new tokens) x 8 runs")
+    assert error.startswith("This run would take 2,088 rows over its batch sizes x (3 prompt + 64 new tokens) x 14 run")
     assert state(at, "batching").job is None
     at.text_input(key="batching.sizes").set_value("1").run()  # one row at a time with long drafts: passes, not rows
     at.button(key="batching.run").click().run()
     (error,) = [e.value for e in at.error]
     # the rows through the single-row engine at B = 1 count too (B = 1's own rows are the rows-alone reference)
-    assert "4 batches x 64 new tokens x 88 passes per token + 4 prompts alone x 64 new tokens x 34 passes" in error
-    assert "= 31,232 forward passes" in error
+    assert "4 batches x 64 new tokens x 94 passes per token + 4 prompts alone x 64 new tokens x 34 passes" in error
+    assert "= 32,768 forward passes" in error
     assert state(at, "batching").job is None
 
 

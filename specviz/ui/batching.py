@@ -109,17 +109,18 @@ def _batch_sizes(text: str) -> tuple[tuple[int, ...], str | None]:
 
 def _budget(prompts: list[str], batches: tuple[int, ...], tokens: int, settings: Settings):
     """On an exposed server: the largest batch's rows x (longest prompt + new tokens), the rows x tokens that all the
-    run's decodes take (run_batching decodes each batch size plain, ragged at every draft length of its sweep and
-    min-cut, over at least DEFAULT_ROWS rows), and its forward passes one after the other, every draft rejected (a
-    small batch's time), checked before the run."""
+    run's decodes take (run_batching decodes each batch size ragged at every draft length of its sweep and min-cut,
+    each right after a plain run of the same rows, over at least DEFAULT_ROWS rows), and its forward passes one after
+    the other, every draft rejected (a small batch's time), checked before the run."""
     if not bounded() or not batches or settings.config is None:
         return None
     gamma = settings.config.gamma
     sweep = {*DEFAULT_GAMMAS, gamma}
-    runs = len(sweep) + 2
+    runs = 2 * (len(sweep) + 1)  # each speculative run and the plain run before it
     batches_per_size = [max(1, -(-DEFAULT_ROWS // size)) for size in batches]  # bench.batching.batches_of
     rows_decoded = [size * count for size, count in zip(batches, batches_per_size, strict=True)]
-    passes = 1 + sum(g + 1 for g in sweep) + gamma + 1  # plain; ragged at each gamma; min-cut (drafts + a verify)
+    # a plain run before each speculative one; ragged at each gamma; min-cut (drafts + a verify)
+    passes = len(sweep) + 1 + sum(g + 1 for g in sweep) + gamma + 1
     # run_batching also decodes every distinct prompt alone (bench.batching.alone_runs; B = 1's own rows are those
     # runs already) and, at B = 1, each row through the single-row engine once: plain and ragged at gamma, 1 + gamma
     # + 1 passes per token. Rows cycle through the prompts.
