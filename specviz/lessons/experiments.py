@@ -379,10 +379,10 @@ BATCHING = (
         "At B = 4: the recorded result measured 1.57× with one row and 0.62× with four; with two rows it only "
         "broke even. The reading above names the cause: a round's cost rose more than what it gave each row fell, "
         "so the verify's cost ends the gain here.",
-        "Each row commits about as many tokens per target pass as alone, so the yield hardly falls. The verify's "
-        "cost grows with B: a forward is flat only over a few tokens on this CPU, and at four rows a verify "
-        "already covers twenty. A batch that waits for its slowest row at every round loses more (the table's "
-        "column of the waiting batch).",
+        "Rows still decoding commit about as many tokens per row per round as alone (the table's two columns); a "
+        "round gives less only as finished rows wait for the batch's last ones. The verify's cost grows with B: a "
+        "forward is flat only over a few tokens on this CPU, and at four rows a verify already covers twenty. A "
+        "batch that waits for its slowest row at every round loses more (the table's column of the waiting batch).",
         run=False,
     ),
     Experiment(

@@ -78,7 +78,18 @@ def _round(row: dict, gamma: int) -> str:
         f"A round costs {cost['round']:.2f} plain steps of the batch (a verify over {row['batch']} × {gamma + 1} = "
         f"{n} tokens, {verify:.3f} s against a plain step's {step:.3f} s: {cost['verify']:.2f} steps; γ = {gamma} "
         f"draft steps of {row['draft_step_seconds']:.3f} s: {cost['draft']:.2f}) and gives each row "
-        f"{_yield(row['ragged']):.2f} tokens."
+        f"{_yield(row['ragged']):.2f} tokens{_while_decoding(row['ragged'])}."
+    )
+
+
+def _while_decoding(ragged: dict) -> str:
+    """Where a round the batch ran gives a row less than a round the row itself decoded (the table's column), why."""
+    own = ragged["tokens_per_round"]
+    if abs(_yield(ragged) - own) < 0.005:
+        return ""
+    return (
+        f" per round the batch ran ({own:.2f} per round while the row was still decoding, the table's tokens per "
+        "row per round: a row that has finished waits through the batch's last rounds)"
     )
 
 
@@ -141,9 +152,27 @@ def _gammas(rows: list[dict]) -> str:
     agree = [r["batch"] for r in rows if r["best_gamma"] == r["predicted_best_gamma"]]
     differ = [f"B = {r['batch']} ({named(r['predicted_best_gamma'])})" for r in rows if r["batch"] not in agree]
     said = f"picks the same at B = {', '.join(map(str, agree))}" if agree else "picks none of them"
+    tried = ", ".join(str(e["gamma"]) for e in rows[0]["gammas"])
+    off = f" (off: none of γ = {tried} beats plain decoding)" if any(r["best_gamma"] == 0 for r in rows) else ""
     return (
-        f"- **γ by batch size.** Measured best: {best}. The prediction from the forward times, the draft's step and "
-        f"the acceptance rate {said}" + (f"; it picks otherwise at {', '.join(differ)}." if differ else ".")
+        f"- **γ by batch size.** Measured best: {best}{off}. The prediction from the forward times, the draft's "
+        f"step and the acceptance rate {said}" + (f"; it picks otherwise at {', '.join(differ)}." if differ else ".")
+    )
+
+
+def _greedy(rows: list[dict]) -> str:
+    """Whether each B's greedy rows are the text of their prompts decoded alone (the table's last column)."""
+    if any(r["greedy_identical"] is None for r in rows):
+        return ""
+    same = [str(r["batch"]) for r in rows if r["greedy_identical"]]
+    other = [str(r["batch"]) for r in rows if not r["greedy_identical"]]
+    if not other:
+        return "- **Same text.** At every B, every greedy row is the text its prompt gives decoded alone."
+    said = f"it is at B = {', '.join(same)}; " if same else ""
+    return (
+        f"- **Same text.** A greedy row should be the text its prompt gives decoded alone: {said}at "
+        f"B = {', '.join(other)} at least one of the runs (plain, a γ, or the batch waiting for its slowest row) "
+        "decoded a different text (the table's greedy identical)."
     )
 
 
@@ -158,7 +187,8 @@ def reading(doc: dict) -> str:
         head = f"- **B = {row['batch']}: {ragged['measured_speedup']:.2f}×** at γ = {gamma}"
         line = (
             f"{head} (predicted {ragged['predicted_speedup']:.2f}×{_miss(ragged)}); waiting for the slowest row "
-            f"{cut['measured_speedup']:.2f}×; at its best γ = {best['gamma']}, {best['measured_speedup']:.2f}×."
+            f"{cut['measured_speedup']:.2f}×; at its best γ = {best['gamma']}, {best['measured_speedup']:.2f}×"
+            + (" (below plain decoding: off is best)." if row["best_gamma"] == 0 else ".")
         )
         if row is first:
             line += f" {_round(row, gamma)}{_engine(row)}"
@@ -172,7 +202,8 @@ def reading(doc: dict) -> str:
             f"- Up to B = {rows[-1]['batch']} it still pays at γ = {gamma}; larger batches are where it stops."
         )
     lines.append(_gammas(rows))
-    return "\n".join(lines)
+    lines.append(_greedy(rows))
+    return "\n".join(line for line in lines if line)
 
 
 def failed_message(name: str, error: object) -> str:

@@ -221,6 +221,19 @@ TABLE_HELP = {
     "T(B) s": st.column_config.NumberColumn(
         help="one plain step of the whole batch: the target over B rows of one token"
     ),
+    "best γ": st.column_config.NumberColumn(
+        help="the draft length with the highest measured speed-up; 0 means off: no γ tried beats plain decoding"
+    ),
+    "its speed-up": st.column_config.NumberColumn(
+        help="the highest speed-up among the γ tried; below 1 where plain decoding is faster (best γ 0, off)"
+    ),
+    "predicted best γ": st.column_config.NumberColumn(
+        help="the γ the forward times, the draft's step and the acceptance rate predict to win; 0 means off"
+    ),
+    "greedy identical": st.column_config.CheckboxColumn(
+        help="every run of these rows (plain, each γ, waiting for the slowest row) gave the text each prompt "
+        "gives decoded alone"
+    ),
 }
 
 
