@@ -175,6 +175,26 @@ def test_a_live_run_shows_as_your_run(monkeypatch, tmp_path):
     assert all(table["greedy identical"])
 
 
+def test_a_finished_run_is_shown_though_the_recording_was_selected(monkeypatch, tmp_path, tiny_result):
+    (tmp_path / "batching_cpu.json").write_text(json.dumps(tiny_result))  # recorded at B = 1, 2, 4
+    at = open_page(monkeypatch, tmp_path)
+    at.text_input(key="batching.sizes").set_value("1,3")
+    at.text_area(key="batching.prompts").set_value("abc\nx")
+    at.slider(key="batching.tokens").set_value(4)
+    at.button(key="batching.run").click().run()
+    job = at.session_state["state.batching"].job
+    assert job.join(120) and job.state == "done", (job.state, job.error)
+    at.run()
+    assert at.radio(key="batching.shown").value == "your run"
+    at.radio(key="batching.shown").set_value("cpu").run()  # the reader goes back to the recording, then runs again
+    assert list(at.dataframe[0].value["B"]) == [1, 2, 4]
+    at.button(key="batching.run").click().run()
+    job = at.session_state["state.batching"].job
+    assert job.join(120) and job.state == "done", (job.state, job.error)
+    at.run()
+    assert at.radio(key="batching.shown").value == "your run" and list(at.dataframe[0].value["B"]) == [1, 3]
+
+
 @pytest.mark.parametrize("sizes", ["0,2", "a,b", "1," + str(10**6)])
 def test_bad_batch_sizes_give_an_error(monkeypatch, tmp_path, sizes):
     at = open_page(monkeypatch, tmp_path)

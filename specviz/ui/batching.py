@@ -80,7 +80,8 @@ def live_form(settings: Settings) -> None:
                 f"This server is shared, so a run here is bounded three ways: its largest batch takes at most "
                 f"{BATCH.limit:,} {BATCH.what} (rows x (the longest prompt + the new tokens)); all its batch sizes "
                 f"together decode at most {BATCH_DECODED.limit:,} {BATCH_DECODED.what} (each size decodes at least "
-                f"{DEFAULT_ROWS} rows, once plain and once per draft length and rule); and it makes at most "
+                f"{DEFAULT_ROWS} rows once per draft length and rule, each time after a plain run of the same rows); "
+                "and it makes at most "
                 f"{BATCH_STEPS.limit:,} {BATCH_STEPS.what} one after the other (counted as if every draft were "
                 "rejected). A larger run is refused before it starts."
             )
@@ -94,10 +95,18 @@ def live_form(settings: Settings) -> None:
             errors=errors,
             batch=prompts,
             budget=_budget(prompts, batches, tokens, settings),
+            on_result=_show_your_run,
         )
         job = page_state(PAGE).job
         if job is not None and job.state == "cancelled" and not page_state(PAGE).busy:
             st.caption("Your run was stopped before it finished: nothing of it is shown.")
+
+
+def _show_your_run(page: str, result: dict, job) -> None:
+    """A finished run is kept and shown at once: the result radio (below, not yet drawn in this run) moves to it, or
+    a user who had the recording selected would read the recording and take it for their run."""
+    page_state(page).result = result
+    st.session_state[key(PAGE, "shown")] = "your run"
 
 
 def _batch_sizes(text: str) -> tuple[tuple[int, ...], str | None]:
