@@ -199,11 +199,15 @@ def path_links(page) -> dict[str, tuple[int, str]]:
 def lands_on_its_experiment(page, number: int, where: str) -> list[str]:
     """The page opened from the path shows that step's experiment in the window."""
     experiment_id = experiments.PATH[number - 1]
-    box = page.locator(f".st-key-sv-exp-{experiment_id}").bounding_box()
     height = VIEWPORTS[0][1]
-    if box is None or box["y"] < 0 or box["y"] + box["height"] > height:
-        return [f"{where}: the path's step {number} does not land on its experiment (its box: {box})"]
-    return []
+    # The page's scroll script keeps the experiment in view until the page's height has not changed for 2 s; a page
+    # still drawing (a quiet gap longer than SETTLED_JS waits for) is scrolled back within that: give it 6 s.
+    for _ in range(24):
+        box = page.locator(f".st-key-sv-exp-{experiment_id}").bounding_box()
+        if box is not None and box["y"] >= 0 and box["y"] + box["height"] <= height:
+            return []
+        page.wait_for_timeout(250)
+    return [f"{where}: the path's step {number} does not land on its experiment (its box: {box})"]
 
 
 @dataclass
