@@ -357,7 +357,6 @@ def batch_round(run: BatchRun, gamma: int) -> list[int]:
 
 def plain_step(run: BatchRun) -> None:
     """x_r,t+1 ~ p(. | x_r,1..x_r,t) for every row: one target forward over [B, pending], one draw per row."""
-    run.shapes.append((len(run.rows), 0))
     logits = run.target.feed_rows(run.pending(run.target))[:, -1]
     tokens = sample(probabilities(logits, run.warpers), run.generator, run.config.greedy)
     run.commit([[int(t)] for t in tokens])
@@ -371,7 +370,7 @@ class BatchResult:
     prefill_seconds: float
     rounds: int  # verify rounds (speculative) or target steps (plain)
     row_rounds: list[int]  # speculative: tokens one row committed in one round, every (row, round)
-    shapes: list[tuple[int, int]]  # (rows in the batch, tokens drafted) of each round or plain step: it shrinks as
+    shapes: list[tuple[int, int]]  # speculative: (rows in the batch, tokens drafted) of each round: it shrinks as
     # rows finish, and the last round drafts no further than the budget
     accepted: int  # drafts the ordinary rule accepted, every (row, round), before any cut
     rejected: int  # (row, round)s that ended on a rejection
