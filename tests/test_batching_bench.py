@@ -3,6 +3,8 @@ speed-up, the batch sizes and draft lengths a user may ask for, the same rows at
 break-even; on the tiny pair, each B against its rows decoded alone, B = 1's repeats through both paths, and the
 prediction from the batch's own timings."""
 
+import json
+
 import pytest
 
 from specviz.bench.batching import (
@@ -10,16 +12,15 @@ from specviz.bench.batching import (
     batches_of,
     best_gamma,
     break_even,
-    interpolate,
     parse_batches,
     parse_gammas,
-    predicted_speedup,
     run_batching,
-    shape_cost,
-    shaped_speedup,
 )
+from specviz.bench.batching_prediction import interpolate, median, predicted_speedup, shape_cost, shaped_speedup
+from specviz.bench.batching_timing import median_costs
 from specviz.decoding.config import ConfigError, SpecConfig
 from specviz.models.tiny import tiny_pair
+from specviz.traces.batching import BatchingFileError, check_batching
 
 TOKENS = [1, 2, 4, 8]
 SECONDS = [0.10, 0.10, 0.12, 0.20]
@@ -100,9 +101,27 @@ def test_a_prediction_adds_up_the_rounds_the_run_had():
     # between gamma 1 and 3 at each size (0.16 and 0.4), then a third of the way (0.24)
     assert cost(2, 2) == pytest.approx(2 * 0.03 + 0.24)
     speculative = {"tokens": 8, "shapes": [(4, 3), (2, 2)]}
-    plain = {"tokens_per_second": 8 / 0.4}  # the plain run's own rate: two steps of 0.2 s
+    plain = {"tokens": 8, "shapes": [(4, 0), (4, 0)]}  # priced by the same timings: two steps of 0.2 s
     assert shaped_speedup(speculative, plain, cost) == pytest.approx(0.4 / (0.65 + 0.30))
+    slower = {size: {**c, "target_step_seconds": 2 * c["target_step_seconds"]} for size, c in costs.items()}
+    assert shaped_speedup(speculative, plain, shape_cost(slower)) > 1.5 * shaped_speedup(speculative, plain, cost)
+    drifted = {  # the whole machine twice as slow: the prediction stays, both sides are priced alike
+        size: {k: ({g: 2 * t for g, t in v.items()} if k == "verify" else 2 * v) for k, v in c.items()}
+        for size, c in costs.items()
+    }
+    assert shaped_speedup(speculative, plain, shape_cost(drifted)) == pytest.approx(0.4 / (0.65 + 0.30))
     assert shape_cost({4: costs[4]})(2, 3) == pytest.approx(0.65)  # one measured size: its costs for every B
+
+
+def test_timings_of_one_size_pool_into_their_medians():
+    timings = [
+        {"target_step_seconds": 0.1, "verify": {1: 0.2, 2: 0.3}, "draft_step_seconds": 0.01},
+        {"target_step_seconds": 0.3, "verify": {2: 0.5}, "draft_step_seconds": 0.03},
+        {"target_step_seconds": 0.2, "verify": {2: 0.4}, "draft_step_seconds": 0.02},
+    ]
+    pooled = median_costs(timings)
+    assert pooled == {"target_step_seconds": 0.2, "verify": {1: 0.2, 2: 0.4}, "draft_step_seconds": 0.02}
+    assert median([3.0, 1.0]) == 2.0 and median([5.0, 1.0, 2.0]) == 2.0
 
 
 def test_each_batch_against_its_rows_alone_and_b1_through_both_paths():
@@ -119,3 +138,22 @@ def test_each_batch_against_its_rows_alone_and_b1_through_both_paths():
     engine = doc["rows"][0]["single_row_engine"]
     assert len(engine["speedups"]) == 2 and len(engine["batched_speedups"]) == 2
     assert engine["batched_speedups"][0] == doc["rows"][0]["ragged"]["measured_speedup"]  # the table's own run first
+
+
+def test_each_method_runs_as_often_as_asked_and_its_speedup_is_the_median():
+    pair = tiny_pair(seed=0, noise=0.02)
+    config = SpecConfig(gamma=2, max_new_tokens=6)
+    doc = run_batching(pair, [[5, 6, 7], [8, 9]], config, (1, 2), (1, 2, 4), 1, gammas=(1,), rows=2, runs=3)
+    assert doc["runs"] == 3 and check_batching(json.loads(json.dumps(doc)))["runs"] == 3
+    for row in doc["rows"]:
+        for entry in (*row["gammas"], row["min_cut"]):
+            assert len(entry["speedups"]) == len(entry["predicted_speedups"]) == 3
+            assert entry["measured_speedup"] == median(entry["speedups"])
+            assert entry["predicted_speedup"] == median(entry["predicted_speedups"])
+        assert row["greedy_identical"] is True  # every run of every pair
+    single = doc["rows"][0]["single_row_engine"]  # B = 1's batched speed-ups are the table's three pairs
+    assert single["batched_speedups"] == doc["rows"][0]["ragged"]["speedups"]
+    broken = json.loads(json.dumps(doc))
+    broken["rows"][1]["min_cut"]["speedups"].pop()
+    with pytest.raises(BatchingFileError, match="one per run"):
+        check_batching(broken)

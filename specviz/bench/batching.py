@@ -19,78 +19,40 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 import torch
 
 from specviz import ROOT
 from specviz.cli.args import output_path, writing
-from specviz.decoding.batch import (
-    MAX_BATCH,
-    MIN_CUT,
-    RAGGED,
-    BatchCache,
-    BatchResult,
-    batch_plain,
-    batch_speculative,
-    left_padded,
-)
+from specviz.decoding.batch import MAX_BATCH, MIN_CUT, RAGGED, BatchResult, batch_plain, batch_speculative
 from specviz.decoding.config import GAMMA_LIMIT, ConfigError, SpecConfig
 from specviz.decoding.costs import expected_tokens
-from specviz.decoding.engine import autoregressive_generate, run_to_end, synchronize, vocab_width
+from specviz.decoding.engine import autoregressive_generate, run_to_end, vocab_width
 from specviz.lessons.prompts import load_prompts
 from specviz.runs import Cancelled, encode, speculative_generate
 
+from .batching_prediction import interpolate, median, predicted_speedup, shape_cost, shaped_speedup
 from .batching_report import format_batching
+from .batching_timing import ForwardTimer, median_costs, prefilled, time_feed
 from .environment import device_name, is_prepacked, now, transformers_version
 
 BATCHING_FORMAT = "specviz-batching"
-BATCHING_VERSION = 3
+BATCHING_VERSION = 4
 CURVE_TOKENS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 160, 192, 224, 256)
 GPU_CURVE_TOKENS = CURVE_TOKENS + (384, 512, 768, 1024, 1536, 2048, 3072, 4096)
 DEFAULT_BATCHES = (1, 2, 4, 8, 16)
 DEFAULT_GAMMAS = (1, 2, 3, 4, 6)  # the sweep at each B (the fixed --gamma joins it)
 DEFAULT_ROWS = 4  # every B decodes at least these rows (B = 1: four batches of one)
 ENGINE_REPEATS = 3  # the bench's B = 1 through the single-row engine and the batched path, each this many times
+RUNS = 3  # the bench's pairs (a plain run, then the method) per method and B: their median is the speed-up
 
 
 def stop_if(cancel: threading.Event | None) -> None:
     """Between two measurements: a set cancel (the app's Stop, or its session gone) ends the whole run."""
     if cancel is not None and cancel.is_set():
         raise Cancelled("the batching run was stopped")
-
-
-def median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-
-@torch.inference_mode()
-def time_feed(state: BatchCache, width: int, rows: int, tokens: int, repeats: int, generator: torch.Generator) -> float:
-    """Median seconds of state.feed over [rows, tokens] random ids after its cache (one warm-up first); the cache is
-    cropped back after each."""
-    times = []
-    for _ in range(repeats + 1):
-        ids = torch.randint(1, width, (rows, tokens), generator=generator)
-        synchronize(state.model.device)
-        start = time.perf_counter()
-        state.feed(ids)
-        synchronize(state.model.device)
-        times.append(time.perf_counter() - start)
-        state.truncate(state.length - tokens)
-    return median(times[1:])
-
-
-def prefilled(model, prompts: Sequence[Sequence[int]], width: int) -> BatchCache:
-    ids, pads = left_padded(prompts)
-    state = BatchCache(model, width, pads)
-    # Nothing reads the prefill's logits: one column, not rows x tokens x vocabulary x 4 bytes (issue 44: 78 GB for
-    # 64 rows of 2,000 tokens on the built-in pair)
-    state.feed(ids, keep=1)
-    return state
 
 
 def forward_curve(
@@ -105,68 +67,6 @@ def forward_curve(
         stop_if(cancel)
         seconds.append(time_feed(state, width, 1, n, repeats, generator))
     return seconds
-
-
-def batch_costs(pair, prompts: Sequence[Sequence[int]], gammas: Sequence[int], repeats: int = 3, seed: int = 0) -> dict:
-    """At these B prompts, each forward at the batch's own shape: the target's plain step [B, 1], its verify
-    [B, g + 1] at each g, and the draft's step [B, 1]."""
-    width = vocab_width(pair)
-    generator = torch.Generator().manual_seed(seed)
-    target = prefilled(pair.target, prompts, width)
-    draft = prefilled(pair.draft, prompts, width)
-    rows = len(prompts)
-    return {
-        "target_step_seconds": time_feed(target, width, rows, 1, repeats, generator),
-        "verify": {g: time_feed(target, width, rows, g + 1, repeats, generator) for g in gammas},
-        "draft_step_seconds": time_feed(draft, width, rows, 1, repeats, generator),
-    }
-
-
-def interpolate(tokens: Sequence[int], seconds: Sequence[float], n: float) -> float:
-    """T(n) between measured points (linear), and beyond the last one along the last segment."""
-    if n <= tokens[0]:
-        return seconds[0]
-    for i in range(1, len(tokens)):
-        if n <= tokens[i]:
-            n0, n1, t0, t1 = tokens[i - 1], tokens[i], seconds[i - 1], seconds[i]
-            return t0 + (t1 - t0) * (n - n0) / (n1 - n0)
-    (n0, t0), (n1, t1) = (tokens[-2], seconds[-2]), (tokens[-1], seconds[-1])
-    return t1 + (t1 - t0) * (n - n1) / (n1 - n0)
-
-
-def predicted_speedup(tokens_per_round: float, gamma: int, step: float, verify: float, draft: float) -> float:
-    """L * T(B) / (gamma * t_draft(B) + T(B (gamma + 1))): a round yields L tokens per row for gamma draft steps and
-    one verify; plain decoding yields one per row per step."""
-    return tokens_per_round * step / (gamma * draft + verify)
-
-
-def shape_cost(costs_by_size: dict[int, dict]) -> Callable[[int, int], float]:
-    """Seconds of one round of `rows` rows drafting `length` tokens (length 0: a plain step), from the forwards timed
-    at the batch sizes measured so far: length t_draft(rows) + T_verify(rows, length), each linear between the
-    measured sizes (and between the measured gammas, the plain step as gamma 0)."""
-    sizes = sorted(costs_by_size)
-
-    def across(rows: int, pick: Callable[[dict], float]) -> float:
-        values = [pick(costs_by_size[size]) for size in sizes]
-        return values[0] if len(sizes) == 1 else interpolate(sizes, values, rows)
-
-    def verify(costs: dict, length: int) -> float:
-        gammas = [0, *sorted(costs["verify"])]
-        seconds = [costs["target_step_seconds"], *(costs["verify"][g] for g in gammas[1:])]
-        return interpolate(gammas, seconds, length)
-
-    def seconds(rows: int, length: int) -> float:
-        return length * across(rows, lambda c: c["draft_step_seconds"]) + across(rows, lambda c: verify(c, length))
-
-    return seconds
-
-
-def shaped_speedup(method: dict, plain: dict, cost: Callable[[int, int], float]) -> float:
-    """The speed-up the timed forwards predict for the rounds this run had: every round's rows and draft length (the
-    batch shrinks as rows finish, the last round drafts to the budget), against the plain run's own rate (the one the
-    measured speed-up divides by: its steps time T(B) far more often than a timing's few samples)."""
-    speculative = sum(cost(rows, length) for rows, length in method["shapes"])
-    return method["tokens"] / speculative / plain["tokens_per_second"]
 
 
 def batch_prompts(prompts: Sequence[Sequence[int]], size: int) -> list[list[int]]:
@@ -209,21 +109,30 @@ def pooled(plains: list[dict]) -> dict:
     return {"tokens": tokens // len(plains), "seconds": seconds / len(plains), "tokens_per_second": tokens / seconds}
 
 
-def speculative_entry(method: dict, size: int, gamma: int, costs: dict, acceptance: float | None) -> dict:
-    """One speculative method at this B: measured against plain; predicted from the timed forwards for the rounds it
-    ran (shaped_speedup) and, given an acceptance, expected in the steady state, every round at B rows and gamma
-    drafts: E(a, gamma) T(B) / (gamma t_draft(B) + T_verify(B, gamma))."""
+def speculative_entry(method: dict, size: int, costs: dict, acceptance: float | None) -> dict:
+    """One speculative method at this B, from its pairs (a plain run, then the method, each pair with this B's
+    forwards timed just before it): measured against its plain run and predicted from its timings for the rounds it
+    ran (shaped_speedup), each pair on its own, then their medians; given an acceptance, expected in the steady
+    state, every round at B rows and gamma drafts: E(a, gamma) T(B) / (gamma t_draft(B) + T_verify(B, gamma)), from
+    the median of this B's timings (`costs`)."""
+    gamma, pairs = method["gamma"], method["pairs"]
     verify, step, draft = costs["verify"][gamma], costs["target_step_seconds"], costs["draft_step_seconds"]
-    plain = method["plain"]  # the plain run right before this method
-    entry = {k: v for k, v in method.items() if k not in ("token_ids", "results", "shapes", "plain")}
-    batch_yield = method["tokens"] / (size * method["rounds"])
+    first = pairs[0].method  # greedy: every pair decodes the same tokens in the same rounds
+    measured = [p.method["tokens_per_second"] / p.plain["tokens_per_second"] for p in pairs]
+    predicted = [shaped_speedup(p.method, p.plain, shape_cost({**costs["sizes"], size: p.costs})) for p in pairs]
+    tokens, seconds = sum(p.method["tokens"] for p in pairs), sum(p.method["seconds"] for p in pairs)
+    entry = {k: v for k, v in first.items() if k not in ("token_ids", "results", "shapes")}
     entry.update(
         gamma=gamma,
-        measured_speedup=method["tokens_per_second"] / plain["tokens_per_second"],
+        seconds=seconds / len(pairs),
+        tokens_per_second=tokens / seconds,
+        measured_speedup=median(measured),
+        speedups=measured,
         verify_seconds=verify,
         curve_verify_seconds=costs["curve"](size * (gamma + 1)),
-        batch_tokens_per_round=batch_yield,
-        predicted_speedup=shaped_speedup(method, plain, costs["shape"]),
+        batch_tokens_per_round=first["tokens"] / (size * first["rounds"]),
+        predicted_speedup=median(predicted),
+        predicted_speedups=predicted,
     )
     if acceptance is not None:
         e = expected_tokens(acceptance, gamma)
@@ -264,18 +173,18 @@ def engine_speedup(pair, prompt: list[int], config: SpecConfig, cancel=None) -> 
     return tuple(out)
 
 
-def single_row_engine(pair, batches: list[list[list[int]]], config: SpecConfig, first: float, settings: dict) -> dict:
+def single_row_engine(pair, batches: list[list[list[int]]], config: SpecConfig, batched: list, settings: dict) -> dict:
     """B = 1 through the single-row engine (runs.speculative_generate, the engine's baseline) and through the batched
-    path, on the same prompts, `repeats` times each, interleaved (the batched path's first is the table's own run):
-    each one's speed-up per repeat, whose spread is the run's noise."""
-    cancel, engine, batched = settings.get("cancel"), [], [first]
+    path, on the same prompts, `engine_repeats` times each: the batched path's speed-ups are the table's own pairs,
+    and more pairs, interleaved with the engine's runs, where there are fewer; each one's spread is the run's noise."""
+    cancel, engine, batched = settings.get("cancel"), [], list(batched)
     rates = []
     for repeat in range(settings["engine_repeats"]):
         runs = [engine_speedup(pair, b[0], config, cancel) for b in batches]
         plain_n, plain_s, spec_n, spec_s = (sum(run[i] for run in runs) for i in range(4))
         rates.append((plain_n / plain_s, spec_n / spec_s))
         engine.append(rates[-1][1] / rates[-1][0])
-        if repeat:
+        if repeat >= len(batched):
             plain = run_all(batches, lambda b: batch_plain(pair, b, config, False, cancel), cancel)
             spec = run_all(batches, lambda b: batch_speculative(pair, b, config, False, RAGGED, cancel), cancel)
             batched.append(spec["tokens_per_second"] / plain["tokens_per_second"])
@@ -294,40 +203,70 @@ def best_gamma(entries: Sequence[dict], field: str) -> int:
     return best["gamma"] if best[field] > 1.0 else 0
 
 
+@dataclass(frozen=True)
+class Pair:
+    """One measurement of a speculative method: this B's forwards timed, a plain run, the method, one after another."""
+
+    costs: dict
+    plain: dict
+    method: dict
+
+
+@dataclass
+class BatchSize:
+    """What one batch size measures: its batches, a timer of their forwards, and every pair run so far."""
+
+    batches: list[list[list[int]]]
+    timer: ForwardTimer
+    timings: list[dict] = field(default_factory=list)
+    pairs: list[Pair] = field(default_factory=list)
+
+    def measure(self, pair, config: SpecConfig, rule: str, runs: int, cancel=None) -> dict:
+        """The method `runs` times, each right after a plain run of the same batches and, before that, a timing of
+        this B's forwards at its gamma: this CPU's speed drifts by a fifth within minutes, and a burst moves a run
+        of a few seconds by as much, so each pair gives its own speed-up and prediction (speculative_entry)."""
+        pairs = []
+        for _ in range(runs):
+            timed = self.timer.costs([config.gamma])
+            self.timings.append(timed)
+            now = dict(timed, verify={**self.timings[0]["verify"], **timed["verify"]})  # a last, shorter draft's
+            plain = run_all(self.batches, lambda b: batch_plain(pair, b, config, False, cancel), cancel)
+            spec = run_all(self.batches, lambda b: batch_speculative(pair, b, config, False, rule, cancel), cancel)
+            pairs.append(Pair(now, plain, spec))
+        self.pairs += pairs
+        return {"gamma": config.gamma, "pairs": pairs, "acceptance": pairs[0].method["acceptance"]}
+
+
 def measure_batch(
     pair, prompts: Sequence[Sequence[int]], size: int, config: SpecConfig, curve: dict, settings: dict
 ) -> dict:
     """One row of the table: the times at this B, plain, ragged at every gamma, min-cut at the fixed one, and the
     same rows decoded alone."""
-    gamma, cancel = config.gamma, settings.get("cancel")
+    gamma, cancel, runs = config.gamma, settings.get("cancel"), settings["runs"]
     batches = batches_of(prompts, size, settings["rows"])
-    costs = batch_costs(pair, batches[0], settings["gammas"], settings["repeats"])
-    costs["curve"] = lambda n: interpolate(curve["tokens"], curve["seconds"], n)
-    settings["costs"][size] = {k: costs[k] for k in ("target_step_seconds", "verify", "draft_step_seconds")}
-    costs["shape"] = shape_cost(settings["costs"])
+    here = BatchSize(batches, ForwardTimer(pair, batches[0], settings["repeats"]))
+    here.timings.append(here.timer.costs(settings["gammas"]))
     stop_if(cancel)
-    plains = []
-
-    def spec(g: int, rule: str) -> dict:
-        """The method, right after a plain run of the same batches that its speed-up is measured against: this CPU's
-        speed drifts by a fifth within minutes, and a plain run timed once per B put that drift into every ratio."""
-        plains.append(run_all(batches, lambda b: batch_plain(pair, b, config, False, cancel), cancel))
-        method = run_all(
-            batches, lambda b: batch_speculative(pair, b, replace(config, gamma=g), False, rule, cancel), cancel
-        )
-        return dict(method, plain=plains[-1])
-
-    fixed = spec(gamma, RAGGED)
+    fixed = here.measure(pair, config, RAGGED, runs, cancel)
     if size == 1:  # these rows alone are this B's own runs
-        for batch, alone in zip(batches, zip(fixed["plain"]["results"], fixed["results"], strict=True), strict=True):
+        first = fixed["pairs"][0]
+        runs_alone = zip(first.plain["results"], first.method["results"], strict=True)
+        for batch, alone in zip(batches, runs_alone, strict=True):
             settings["alone"].setdefault(tuple(batch[0]), alone)
-    sweep = {g: fixed if g == gamma else spec(g, RAGGED) for g in settings["gammas"]}
-    cut = spec(gamma, MIN_CUT)
+    sweep = {
+        g: fixed if g == gamma else here.measure(pair, replace(config, gamma=g), RAGGED, runs, cancel)
+        for g in settings["gammas"]
+    }
+    cut = here.measure(pair, config, MIN_CUT, runs, cancel)
     alone = alone_runs(pair, [row for batch in batches for row in batch], config, settings["alone"], cancel)
     alone_text = [p.token_ids[0] for p, _ in alone]
-    plain = pooled(plains)
-    gammas = [speculative_entry(sweep[g], size, g, costs, fixed["acceptance"]) for g in sorted(sweep)]
+    costs = median_costs(here.timings)
+    costs.update(curve=lambda n: interpolate(curve["tokens"], curve["seconds"], n), sizes=dict(settings["costs"]))
+    settings["costs"][size] = {k: costs[k] for k in ("target_step_seconds", "verify", "draft_step_seconds")}
+    plain = pooled([p.plain for p in here.pairs])
+    gammas = [speculative_entry(sweep[g], size, costs, fixed["acceptance"]) for g in sorted(sweep)]
     ragged = next(e for e in gammas if e["gamma"] == gamma)
+    decoded = [run["token_ids"] for p in here.pairs for run in (p.plain, p.method)]
     return {
         "batch": size,
         "batches": len(batches),
@@ -336,13 +275,11 @@ def measure_batch(
         "plain_tokens_per_second": plain["tokens_per_second"],
         "acceptance": fixed["acceptance"],
         "alone": alone_entry(alone),
-        "greedy_identical": all(m["token_ids"] == alone_text for m in (*plains, cut, *sweep.values()))
-        if config.greedy
-        else None,
+        "greedy_identical": all(ids == alone_text for ids in decoded) if config.greedy else None,
         "curve_step_seconds": costs["curve"](size),
         "ragged": ragged,
-        "min_cut": speculative_entry(cut, size, gamma, costs, None),
-        "single_row_engine": single_row_engine(pair, batches, config, ragged["measured_speedup"], settings)
+        "min_cut": speculative_entry(cut, size, costs, None),
+        "single_row_engine": single_row_engine(pair, batches, config, ragged["speedups"], settings)
         if size == 1
         else None,
         "gammas": gammas,
@@ -366,9 +303,11 @@ def run_batching(
     rows: int = DEFAULT_ROWS,
     cancel: threading.Event | None = None,
     engine_repeats: int = 1,
+    runs: int = 1,
 ) -> dict:
-    """The whole measurement as a JSON-ready document (format specviz-batching). A set `cancel` (checked between two
-    rounds or two timings) raises runs.Cancelled: a stopped run has no document."""
+    """The whole measurement as a JSON-ready document (format specviz-batching): `runs` pairs (a plain run, then the
+    method) per method and B. A set `cancel` (checked between two rounds or two timings) raises runs.Cancelled: a
+    stopped run has no document."""
     config = replace(config, schedule="constant", alternatives=0, lookahead=0).validate()
     sweep = sorted({*gammas, config.gamma})
     log(f"T(n): the target over n = {curve_tokens[0]}..{curve_tokens[-1]} new tokens")
@@ -378,9 +317,12 @@ def run_batching(
     batch_speculative(pair, batch_prompts(prompts, min(2, max(batches))), warm, cancel=cancel)  # first-call costs
     table = []
     settings = {"rows": rows, "repeats": repeats, "gammas": sweep, "cancel": cancel, "alone": {}, "costs": {}}
-    settings["engine_repeats"] = engine_repeats
+    settings.update(engine_repeats=engine_repeats, runs=runs)
     for size in batches:
-        log(f"B = {size}: costs; plain, ragged at gamma {', '.join(map(str, sweep))}, min-cut at {config.gamma}")
+        log(
+            f"B = {size}: costs; plain, ragged at gamma {', '.join(map(str, sweep))}, min-cut at {config.gamma}, "
+            f"{runs} time{'s' if runs > 1 else ''} each"
+        )
         table.append(measure_batch(pair, prompts, size, config, curve, settings))
     return {
         "format": BATCHING_FORMAT,
@@ -396,6 +338,7 @@ def run_batching(
         "gamma": config.gamma,
         "gammas": sweep,
         "rows_per_batch_size": rows,
+        "runs": runs,
         "temperature": config.temperature,
         "max_new_tokens": config.max_new_tokens,
         "prompts": len(prompts),
@@ -434,6 +377,12 @@ def add_batch_arguments(parser) -> None:
     )
     parser.add_argument(
         "--batch-rows", type=int, default=DEFAULT_ROWS, help="batched mode: rows decoded at every batch size, at least"
+    )
+    parser.add_argument(
+        "--batch-runs",
+        type=int,
+        default=RUNS,
+        help="batched mode: times each method runs at each batch size, each right after a plain run (the median)",
     )
     parser.add_argument(
         "--batch-engine-repeats",
@@ -492,6 +441,7 @@ def main(args, pair_loader: Callable[[], tuple], settings: SpecConfig, log: Call
         gammas=gammas,
         rows=args.batch_rows,
         engine_repeats=args.batch_engine_repeats,
+        runs=args.batch_runs,
     )
     print(format_batching(doc))
     with writing(path, "--batch-out"):

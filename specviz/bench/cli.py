@@ -228,6 +228,8 @@ def check_modes(args: argparse.Namespace) -> None:
         raise ConfigError(f"--batch-repeats must be 1 or more, got {args.batch_repeats}")
     if args.batch is not None and args.batch_engine_repeats < 1:
         raise ConfigError(f"--batch-engine-repeats must be 1 or more, got {args.batch_engine_repeats}")
+    if args.batch is not None and not 1 <= args.batch_runs <= 10:
+        raise ConfigError(f"--batch-runs must be between 1 and 10, got {args.batch_runs}")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -199,6 +199,7 @@ class BatchRun:
     rounds: int = 0
     row_rounds: list[int] = field(default_factory=list)  # tokens one row committed in one round, every (row, round)
     shapes: list[tuple[int, int]] = field(default_factory=list)  # (rows in the batch, tokens drafted) of each round
+    # (0 drafted: a plain step)
     accepted: int = 0  # drafts accepted by the ordinary rule, over every row and round (before a cut)
     rejected: int = 0  # (row, round)s that ended on a rejection
     draft_seconds: float = 0.0
@@ -357,6 +358,7 @@ def batch_round(run: BatchRun, gamma: int) -> list[int]:
 
 def plain_step(run: BatchRun) -> None:
     """x_r,t+1 ~ p(. | x_r,1..x_r,t) for every row: one target forward over [B, pending], one draw per row."""
+    run.shapes.append((len(run.rows), 0))
     logits = run.target.feed_rows(run.pending(run.target))[:, -1]
     tokens = sample(probabilities(logits, run.warpers), run.generator, run.config.greedy)
     run.commit([[int(t)] for t in tokens])
@@ -370,8 +372,8 @@ class BatchResult:
     prefill_seconds: float
     rounds: int  # verify rounds (speculative) or target steps (plain)
     row_rounds: list[int]  # speculative: tokens one row committed in one round, every (row, round)
-    shapes: list[tuple[int, int]]  # speculative: (rows in the batch, tokens drafted) of each round: it shrinks as
-    # rows finish, and the last round drafts no further than the budget
+    shapes: list[tuple[int, int]]  # (rows in the batch, tokens drafted) of each round or plain step (drafted 0): it
+    # shrinks as rows finish, and the last round drafts no further than the budget
     accepted: int  # drafts the ordinary rule accepted, every (row, round), before any cut
     rejected: int  # (row, round)s that ended on a rejection
     draft_seconds: float

@@ -18,8 +18,10 @@ from specviz.errors import UserError, refusal
 from .check import MAX_NOTE_CHARS, Fields, Float, Int, Many, Str
 
 FORMAT = "specviz-batching"
-VERSION = 3  # 2: ragged and min-cut rows, the gamma sweep per batch size; 3: the rows alone, own-shape timings
-VERSIONS = (2, 3)  # read: a version 2 file lacks what 3 added (None), and the page says less about it
+VERSION = 4  # 2: ragged and min-cut rows, the gamma sweep per batch size; 3: the rows alone, own-shape timings;
+# 4: every method run several times, each after its own plain run, the speed-ups and predictions their medians
+VERSIONS = (2, 3, 4)  # read: an older file lacks what later versions added (None), and the page says less about it
+MAX_RUNS = 10  # bench --batch-runs
 MAX_FILE_BYTES = 1 << 20  # a real result is about 10 kB
 MAX_ROWS = 32  # batch sizes in one result
 MAX_CURVE_POINTS = 256
@@ -67,6 +69,8 @@ class _Speculative(Fields):
     batch_tokens_per_round: Annotated[float, Field(gt=0.0, le=GAMMA_LIMIT + 1.0)] | None = None
     predicted_speedup: _RATE
     expected_speedup: _RATE | None = None  # from E(a, gamma): the ragged sweep only
+    speedups: Many(_RATE, MAX_RUNS, min_len=1, read_as=list) | None = None  # 4: each run's; measured is their median
+    predicted_speedups: Many(_RATE, MAX_RUNS, min_len=1, read_as=list) | None = None  # 4: each run's prediction
 
 
 class _Engine(Fields):
@@ -121,6 +125,7 @@ class _Batching(Fields):
     gamma: Int(1, GAMMA_LIMIT)
     gammas: Many(Int(1, GAMMA_LIMIT), GAMMA_LIMIT, min_len=1, read_as=list)
     rows_per_batch_size: Int(1, MAX_BATCH)
+    runs: Int(1, MAX_RUNS) = 1  # 4: each method's runs per batch size
     max_new_tokens: Int(1, MAX_NEW_TOKENS_LIMIT)
     temperature: Float(0.0, 100.0)
     prompts: Int(1, MAX_PROMPTS)
@@ -155,7 +160,7 @@ def check_batching(data: Any) -> dict:
     """The checked result: each field typed and bounded (a pydantic model), then its parts checked together."""
     expect(isinstance(data, dict), "the top level must be an object")
     expect(data.get("format") == FORMAT, f"format must be {FORMAT!r}")
-    expect(type(data.get("version")) is int and data["version"] in VERSIONS, f"version must be {VERSION} (or 2)")
+    expect(type(data.get("version")) is int and data["version"] in VERSIONS, f"version must be {VERSION} (or 2, 3)")
     try:
         out = _Batching.model_validate(data).model_dump()
     except ValidationError as exc:
@@ -193,6 +198,10 @@ def _check_row(row: dict, doc: dict) -> None:
         expect(engine is None or None not in (engine["speedups"], engine["batched_speedups"]), "rows: speed-up lists")
         for entry in (*row["gammas"], row["min_cut"]):
             expect(None not in (entry["verify_seconds"], entry["batch_tokens_per_round"]), "rows: own-shape timings")
+    if doc["version"] >= 4:  # each run's speed-up and prediction, as many as the file's runs
+        for entry in (*row["gammas"], row["min_cut"]):
+            runs = [len(entry[name] or ()) for name in ("speedups", "predicted_speedups")]
+            expect(runs == [doc["runs"]] * 2, "rows: speedups and predicted_speedups must hold one per run")
 
 
 def load_batching(path: str | Path) -> dict:

@@ -225,7 +225,7 @@ TABLE_HELP = {
     "predicted": st.column_config.NumberColumn(
         help="the forwards timed at each batch size (a draft step, a verify), added up over the rounds this run "
         "had (rows leave the batch as they finish, the last round drafts only up to the budget), against the "
-        "plain run's own speed"
+        "plain run's steps timed the same way"
     ),
     "T(B) s": st.column_config.NumberColumn(
         help="one plain step of the whole batch: the target over B rows of one token"
