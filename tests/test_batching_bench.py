@@ -18,6 +18,7 @@ from specviz.bench.batching import (
 )
 from specviz.bench.batching_prediction import interpolate, median, predicted_speedup, shape_cost, shaped_speedup
 from specviz.bench.batching_timing import median_costs
+from specviz.decoding.batch import batch_plain, batch_speculative
 from specviz.decoding.config import ConfigError, SpecConfig
 from specviz.models.tiny import tiny_pair
 from specviz.traces.batching import BatchingFileError, check_batching
@@ -100,8 +101,8 @@ def test_a_prediction_adds_up_the_rounds_the_run_had():
     # two rows, two drafts: the draft step a third of the way from B = 1 to 4 (0.03); the verify at gamma 2, halfway
     # between gamma 1 and 3 at each size (0.16 and 0.4), then a third of the way (0.24)
     assert cost(2, 2) == pytest.approx(2 * 0.03 + 0.24)
-    speculative = {"tokens": 8, "shapes": [(4, 3), (2, 2)]}
-    plain = {"tokens": 8, "shapes": [(4, 0), (4, 0)]}  # priced by the same timings: two steps of 0.2 s
+    speculative = {"tokens": 8, "shapes": [(4, 3, 1), (2, 2, 1)]}
+    plain = {"tokens": 8, "shapes": [(4, 0, 0), (4, 0, 0)]}  # priced by the same timings: two steps of 0.2 s
     assert shaped_speedup(speculative, plain, cost) == pytest.approx(0.4 / (0.65 + 0.30))
     slower = {size: {**c, "target_step_seconds": 2 * c["target_step_seconds"]} for size, c in costs.items()}
     assert shaped_speedup(speculative, plain, shape_cost(slower)) > 1.5 * shaped_speedup(speculative, plain, cost)
@@ -111,6 +112,20 @@ def test_a_prediction_adds_up_the_rounds_the_run_had():
     }
     assert shaped_speedup(speculative, plain, shape_cost(drifted)) == pytest.approx(0.4 / (0.65 + 0.30))
     assert shape_cost({4: costs[4]})(2, 3) == pytest.approx(0.65)  # one measured size: its costs for every B
+    # a round whose first draft forward catches a row up by two tokens (it accepted its whole last draft)
+    caught_up = {4: {**costs[4], "draft_catch_up_seconds": 0.11}}
+    assert shape_cost(caught_up)(4, 3, 2) == pytest.approx(0.11 + 2 * 0.05 + 0.5)
+    assert shape_cost(caught_up)(4, 3, 1) == pytest.approx(0.65)
+
+
+def test_a_batch_records_the_draft_forwards_catch_up():
+    """The first draft forward of a round takes two tokens of every row that accepted its whole draft: a draft equal
+    to the target (noise 0) is always accepted, so every round after the first catches up by two."""
+    pair = tiny_pair(seed=0, noise=0.0)
+    run = batch_speculative(pair, [[5, 6, 7], [8, 9]], SpecConfig(gamma=2, max_new_tokens=9), stop_at_eos=False)
+    assert run.shapes[0] == (2, 2, 1) and all(shape[2] == 2 for shape in run.shapes[1:] if shape[1])
+    plain = batch_plain(pair, [[5, 6, 7], [8, 9]], SpecConfig(gamma=2, max_new_tokens=3), stop_at_eos=False)
+    assert plain.shapes == [(2, 0, 0)] * 3
 
 
 def test_timings_of_one_size_pool_into_their_medians():
@@ -119,8 +134,14 @@ def test_timings_of_one_size_pool_into_their_medians():
         {"target_step_seconds": 0.3, "verify": {2: 0.5}, "draft_step_seconds": 0.03},
         {"target_step_seconds": 0.2, "verify": {2: 0.4}, "draft_step_seconds": 0.02},
     ]
+    timings = [dict(t, draft_catch_up_seconds=2 * t["draft_step_seconds"]) for t in timings]
     pooled = median_costs(timings)
-    assert pooled == {"target_step_seconds": 0.2, "verify": {1: 0.2, 2: 0.4}, "draft_step_seconds": 0.02}
+    assert pooled == {
+        "target_step_seconds": 0.2,
+        "verify": {1: 0.2, 2: 0.4},
+        "draft_step_seconds": 0.02,
+        "draft_catch_up_seconds": 0.04,
+    }
     assert median([3.0, 1.0]) == 2.0 and median([5.0, 1.0, 2.0]) == 2.0
 
 

@@ -113,8 +113,9 @@ def speculative_entry(method: dict, size: int, costs: dict, acceptance: float | 
     """One speculative method at this B, from its pairs (a plain run, then the method, each pair with this B's
     forwards timed just before it): measured against its plain run and predicted from its timings for the rounds it
     ran (shaped_speedup), each pair on its own, then their medians; given an acceptance, expected in the steady
-    state, every round at B rows and gamma drafts: E(a, gamma) T(B) / (gamma t_draft(B) + T_verify(B, gamma)), from
-    the median of this B's timings (`costs`)."""
+    state, every round at B rows and gamma drafts: E(a, gamma) T(B) / (gamma t_draft(B) + T_verify(B, gamma)), the
+    first draft forward over two tokens per row where some row accepted all (1 - (1 - a^gamma)^B), from the median
+    of this B's timings (`costs`)."""
     gamma, pairs = method["gamma"], method["pairs"]
     verify, step, draft = costs["verify"][gamma], costs["target_step_seconds"], costs["draft_step_seconds"]
     first = pairs[0].method  # greedy: every pair decodes the same tokens in the same rounds
@@ -134,8 +135,9 @@ def speculative_entry(method: dict, size: int, costs: dict, acceptance: float | 
         predicted_speedup=median(predicted),
         predicted_speedups=predicted,
     )
-    if acceptance is not None:
-        e = expected_tokens(acceptance, gamma)
+    if acceptance is not None:  # a round's first draft forward takes two tokens of a row that accepted all
+        e, all_accepted = expected_tokens(acceptance, gamma), 1 - (1 - acceptance**gamma) ** size
+        draft += all_accepted * (costs["draft_catch_up_seconds"] - draft) / gamma
         entry["expected_speedup"] = predicted_speedup(e, gamma, step, verify, draft)
     return entry
 
@@ -262,7 +264,8 @@ def measure_batch(
     alone_text = [p.token_ids[0] for p, _ in alone]
     costs = median_costs(here.timings)
     costs.update(curve=lambda n: interpolate(curve["tokens"], curve["seconds"], n), sizes=dict(settings["costs"]))
-    settings["costs"][size] = {k: costs[k] for k in ("target_step_seconds", "verify", "draft_step_seconds")}
+    timed = ("target_step_seconds", "verify", "draft_step_seconds", "draft_catch_up_seconds")
+    settings["costs"][size] = {k: costs[k] for k in timed}
     plain = pooled([p.plain for p in here.pairs])
     gammas = [speculative_entry(sweep[g], size, costs, fixed["acceptance"]) for g in sorted(sweep)]
     ragged = next(e for e in gammas if e["gamma"] == gamma)
@@ -288,6 +291,7 @@ def measure_batch(
         "target_step_seconds": costs["target_step_seconds"],
         "verify_seconds": costs["verify"][gamma],
         "draft_step_seconds": costs["draft_step_seconds"],
+        "draft_catch_up_seconds": costs["draft_catch_up_seconds"],
     }
 
 

@@ -198,8 +198,9 @@ class BatchRun:
     stop_at_eos: bool = True
     rounds: int = 0
     row_rounds: list[int] = field(default_factory=list)  # tokens one row committed in one round, every (row, round)
-    shapes: list[tuple[int, int]] = field(default_factory=list)  # (rows in the batch, tokens drafted) of each round
-    # (0 drafted: a plain step)
+    # (rows in the batch, tokens drafted, tokens the draft's first forward took per row) of each round: that forward
+    # takes each row's pending tokens, two where a row accepted its whole draft (0 drafted: a plain step)
+    shapes: list[tuple[int, int, int]] = field(default_factory=list)
     accepted: int = 0  # drafts accepted by the ordinary rule, over every row and round (before a cut)
     rejected: int = 0  # (row, round)s that ended on a rejection
     draft_seconds: float = 0.0
@@ -340,7 +341,8 @@ def check_rows(run: BatchRun, drafts: torch.Tensor, q: torch.Tensor | None) -> l
 def batch_round(run: BatchRun, gamma: int) -> list[int]:
     """One round for the whole batch; returns the tokens each row committed."""
     length = min(gamma, max(run.left(i) for i in range(len(run.rows))) - 1)  # the next token must fit the budget
-    run.shapes.append((len(run.rows), length))
+    catch_up = max(map(len, run.pending(run.draft))) if length else 0
+    run.shapes.append((len(run.rows), length, catch_up))
     started = run.now()
     drafts, q = draft_tokens(run, length)
     drafted = run.now()
@@ -358,7 +360,7 @@ def batch_round(run: BatchRun, gamma: int) -> list[int]:
 
 def plain_step(run: BatchRun) -> None:
     """x_r,t+1 ~ p(. | x_r,1..x_r,t) for every row: one target forward over [B, pending], one draw per row."""
-    run.shapes.append((len(run.rows), 0))
+    run.shapes.append((len(run.rows), 0, 0))
     logits = run.target.feed_rows(run.pending(run.target))[:, -1]
     tokens = sample(probabilities(logits, run.warpers), run.generator, run.config.greedy)
     run.commit([[int(t)] for t in tokens])
@@ -372,8 +374,8 @@ class BatchResult:
     prefill_seconds: float
     rounds: int  # verify rounds (speculative) or target steps (plain)
     row_rounds: list[int]  # speculative: tokens one row committed in one round, every (row, round)
-    shapes: list[tuple[int, int]]  # (rows in the batch, tokens drafted) of each round or plain step (drafted 0): it
-    # shrinks as rows finish, and the last round drafts no further than the budget
+    shapes: list[tuple[int, int, int]]  # (rows in the batch, tokens drafted, the draft's first forward's tokens per
+    # row) of each round or plain step (drafted 0): it shrinks as rows finish, the last round drafts to the budget
     accepted: int  # drafts the ordinary rule accepted, every (row, round), before any cut
     rejected: int  # (row, round)s that ended on a rejection
     draft_seconds: float

@@ -101,6 +101,7 @@ class _Row(Fields):
     target_step_seconds: _SECONDS
     verify_seconds: _SECONDS
     draft_step_seconds: _SECONDS
+    draft_catch_up_seconds: _SECONDS | None = None  # 4: the draft over two tokens per row (a round's first forward)
     ragged: _Speculative
     min_cut: _Speculative
     gammas: Many(_Speculative, GAMMA_LIMIT, min_len=1, read_as=list)
