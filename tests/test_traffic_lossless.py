@@ -4,11 +4,10 @@ first two tokens. The controller is made to choose "both" (traffic tokens with p
 and a broken variant (uniform rows in place of the point masses) must be caught."""
 
 import pytest
-from helpers.lossless import PROMPT, RUNS, chi_square_rejects, exact_joint
+from helpers.lossless import PROMPT, RUNS, chi_square_rejects, exact_joint, first_two_tokens
 
 import specviz.drafters.traffic as traffic
 from specviz.decoding.config import SpecConfig
-from specviz.decoding.engine import run_to_end
 from specviz.drafters.suffix import TrafficStore
 from specviz.models.tiny import tiny_pair
 from specviz.runs import speculative_generate
@@ -32,10 +31,9 @@ def joint(pair, config: SpecConfig) -> tuple[dict, dict[str, int]]:
     counts: dict[tuple[int, int], int] = {}
     sources: dict[str, int] = {}
     for seed in range(RUNS):
-        rounds, summary = run_to_end(
+        key, rounds = first_two_tokens(
             speculative_generate(pair, PROMPT, SpecConfig(**{**config.to_dict(), "seed": seed}), traffic=store())
         )
-        key = tuple(summary.token_ids[:2])
         counts[key] = counts.get(key, 0) + 1
         sources[rounds[0].draft_source] = sources.get(rounds[0].draft_source, 0) + 1
     return counts, sources

@@ -2,11 +2,13 @@
 target's exact joint distribution P(t1, t2 | prompt), enumerated over a tiny vocabulary."""
 
 import math
+from collections.abc import Generator
+from dataclasses import replace
 
 import torch
 
 from specviz.decoding.config import SpecConfig
-from specviz.decoding.engine import run_to_end
+from specviz.decoding.events import Event, RoundEvent, RunSummary
 from specviz.decoding.sampling import build_warpers, probabilities
 from specviz.runs import speculative_generate
 
@@ -31,12 +33,27 @@ def exact_joint(pair, config: SpecConfig) -> dict[tuple[int, int], float]:
     return joint
 
 
+def first_two_tokens(events: Generator[Event, None, None]) -> tuple[tuple[int, ...], list[RoundEvent]]:
+    """A run's first two committed tokens, and its rounds up to the one that committed the second. The generator is
+    closed there: its later rounds cannot change tokens already committed (the same seed gives the same first two
+    tokens as the run to its end), so running them would only cost time."""
+    tokens: list[int] = []
+    rounds: list[RoundEvent] = []
+    for event in events:
+        if isinstance(event, RunSummary):  # the run ended before its second token
+            return tuple(event.token_ids[:2]), rounds
+        rounds.append(event)
+        tokens.extend(event.appended)
+        if len(tokens) >= 2:
+            break
+    events.close()
+    return tuple(tokens[:2]), rounds
+
+
 def empirical_joint(pair, config: SpecConfig, runs: int) -> dict[tuple[int, int], int]:
     counts: dict[tuple[int, int], int] = {}
     for seed in range(runs):
-        run_config = SpecConfig(**{**config.to_dict(), "seed": seed})
-        _, summary = run_to_end(speculative_generate(pair, PROMPT, run_config))
-        key = tuple(summary.token_ids[:2])
+        key, _ = first_two_tokens(speculative_generate(pair, PROMPT, replace(config, seed=seed)))
         counts[key] = counts.get(key, 0) + 1
     return counts
 
