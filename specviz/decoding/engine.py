@@ -106,7 +106,7 @@ class Run:
 
     def now(self) -> float:
         """A clock read after the device's queued work is done."""
-        synchronize(self.target.model.device)
+        synchronize(self.target.device)
         return time.perf_counter()
 
     def stop_reason(self, cancel: threading.Event | None) -> FinishReason | None:

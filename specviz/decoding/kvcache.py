@@ -126,8 +126,10 @@ class CachedModel:
     hidden: torch.Tensor | None = field(default=None, repr=False)  # [fed, H]
     fed: list[tuple[int, int, int]] = field(default_factory=list, repr=False)  # (position, token, parent) per row
     fed_at: dict[int, list[int]] = field(default_factory=dict, repr=False)  # position -> its rows in `fed`
+    device: torch.device = field(init=False, repr=False)  # the model's, read once: model.device walks its parameters
 
     def __post_init__(self) -> None:
+        self.device = self.model.device
         decoder = compiled_decoder(self.model)
         if decoder is not None and not self.ids and not self.keep_hidden:
             cache = decoder.acquire(self)
@@ -160,7 +162,7 @@ class CachedModel:
         """[1, n] input ids; with embedding_rows, an id without a row is read as token 0."""
         if self.embedding_rows is not None and ids and max(ids) >= self.embedding_rows:
             ids = [token if token < self.embedding_rows else 0 for token in ids]
-        return torch.tensor([ids], dtype=torch.long, device=self.model.device)
+        return torch.tensor([ids], dtype=torch.long, device=self.device)
 
     @property
     def can_branch(self) -> bool:
@@ -180,7 +182,7 @@ class CachedModel:
         if not nodes:
             return self.feed(chain, logits_to_keep=chain_rows)
         past, n, k = self.length, len(chain), len(nodes)
-        device = self.model.device
+        device = self.device
         parents = list(range(-1, n - 1)) + [parent for _, parent in nodes]
         if any(not 0 <= parent < n + j for j, (_, parent) in enumerate(nodes)):
             raise ValueError("a tree node's parent must be a chain token or a node before it")

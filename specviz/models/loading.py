@@ -64,6 +64,8 @@ class ModelPair:
     dtype: torch.dtype
     spec: PairSpec
     names: dict[str, str] = field(default_factory=dict)  # target, draft, device, dtype: for display and traces
+    # token id -> its text: every round shows the text of its drafted tokens and of the top p, q and residual entries
+    _token_texts: dict[int, str] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def eos_ids(self) -> frozenset[int]:
@@ -76,7 +78,10 @@ class ModelPair:
         return frozenset(ids)
 
     def token_text(self, token_id: int) -> str:
-        return self.tokenizer.decode([token_id])
+        text = self._token_texts.get(token_id)
+        if text is None:
+            text = self._token_texts[token_id] = self.tokenizer.decode([token_id])
+        return text
 
     def decode(self, token_ids: list[int] | tuple[int, ...]) -> str:
         return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
