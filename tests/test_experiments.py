@@ -310,6 +310,7 @@ def test_the_batching_experiments_numbers_are_the_recorded_result():
         assert e.values["cfg.gamma"] == gamma and e.values["batching.tokens"] == doc["max_new_tokens"]
         assert e.values["batching.sizes"] == ",".join(str(b) for b in rows) and e.values["batching.shown"] == "cpu"
 
+    assert doc["runs"] == 3  # the quoted line says "the middle of three runs"
     even = " ".join((experiments.by_id("batching_break_even").observe).split())
     assert doc["break_even_batch"] == 4 and even.startswith("At B = 4:")
     speed = {b: f"{r['ragged']['measured_speedup']:.2f}×" for b, r in rows.items()}
@@ -333,9 +334,11 @@ def test_the_batching_experiments_numbers_are_the_recorded_result():
 
     knee = " ".join(experiments.by_id("batching_knee").observe.split())
     t = dict(zip(doc["curve"]["tokens"], doc["curve"]["seconds"], strict=True))
-    assert f"one token takes {t[1]:.3f} s, six {t[6]:.3f} s, and from eight on the cost climbs" in knee
-    # flat to six (within a tenth of T(1)), then climbing: every point from eight on above T(1) by 40% or more
-    assert t[6] / t[1] < 1.1 and all(t[n] / t[1] >= 1.4 for n in doc["curve"]["tokens"] if n >= 8)
+    climbs = f"one token takes {t[1]:.3f} s, eight {t[8]:.3f} s, and from twelve on the cost climbs ({t[16]:.3f} s"
+    assert climbs in knee
+    # flat to eight (within 15% of T(1)), then climbing: every point from twelve on above T(1) by 30% or more
+    assert all(t[n] / t[1] < 1.15 for n in doc["curve"]["tokens"] if n <= 8)
+    assert all(t[n] / t[1] >= 1.3 for n in doc["curve"]["tokens"] if n >= 12)
 
 
 # --- Learning: the numbers quoted are the shipped recordings (assets/learning/) --------------------------------

@@ -138,6 +138,10 @@ QUOTED: dict[str, tuple[str, Callable[[], list[str]]]] = {
         "the recorded training of 4 Medusa heads: how often each head's guess is the target's own token",
         lambda: [f"head {i} {_pct(a)}" for i, a in enumerate(load_report(HEADS["medusa"])["top1"], start=1)],
     ),
+    "batching_break_even": (
+        "the recorded result this page shows: speed-up at γ = 4, the middle of three runs",
+        lambda: [f"B = {b} {_batching()['by_batch'][b]['ragged']['measured_speedup']:.2f}×" for b in (1, 2, 4)],
+    ),
     "batching_throughput": (
         "the recorded result this page shows: tokens per second",
         lambda: [
@@ -147,7 +151,7 @@ QUOTED: dict[str, tuple[str, Callable[[], list[str]]]] = {
     ),
     "batching_knee": (
         "the recorded result this page shows: one forward over n tokens",
-        lambda: [_curve(1), _curve(6), _curve(8), _curve(16)],
+        lambda: [_curve(1), _curve(8), _curve(12), _curve(16)],
     ),
     "learning_traffic_learns": (
         "the recorded stream this page shows: the traffic drafter's draft tokens accepted per round",
