@@ -2,17 +2,20 @@
 
 Measured, per device: T(n), the target's KV-cached forward over n new tokens (one row), n = 1..256; per batch size
 B, each at the batch's own shape: the target's forward over [B, 1] (a plain step, T(B)) and over [B, g + 1] (a verify)
-at every g of the sweep, and the draft's step over [B, 1]; then the real batched loops (specviz.decoding.batch) at
-each B, greedy, to the same length, over the same rows at every B up to --batch-rows: plain; ragged (every row keeps
-what it accepted) at each gamma of the sweep; min-cut (the batch waits for its slowest row) at the fixed gamma. Every
-row is also decoded alone (B = 1, plain and ragged at the fixed gamma), the reference its batch is compared with: its
-tokens per round and its greedy text. At B = 1 the single-row engine and the batched path are timed --batch-repeats
-times each, interleaved, so their speed-ups come with their spread.
-Predicted speed-up at B and gamma, from the batch's own timings and what a round yields:
-    speed-up(B, g) = L * T(B) / (g * t_draft(B) + T_verify(B, g))
-with L measured (the tokens the batch committed per row per round it ran: a row that finished early counts as idle
-until the batch's last round), or L = E(a, g) from the acceptance a measured at the fixed gamma (the prediction that
-picks the best gamma at each B before the others are measured) (docs/DESIGN.md, "Batching").
+at every g of the sweep, and the draft's step over [B, 1] and [B, 2]; then the real batched loops
+(specviz.decoding.batch) at each B, greedy, to the same length, over the same rows at every B up to --batch-rows:
+ragged (every row keeps what it accepted) at each gamma of the sweep and min-cut (the batch waits for its slowest row)
+at the fixed gamma, each --batch-runs times, each run right after a fresh timing of the batch's forwards and a plain
+run of the same rows (the pair's speed-up and prediction; the entry keeps their medians). Every row is also decoded
+alone (B = 1, plain and ragged at the fixed gamma), the reference its batch is compared with: its tokens per round and
+its greedy text. At B = 1 the single-row engine runs --batch-engine-repeats times beside the batched path's pairs, so
+both speed-ups come with their spread.
+Predicted speed-up of a run: its rounds priced by the timed forwards (bench/batching_prediction.py) against its plain
+run's steps priced the same way. Expected in the steady state, at B and gamma:
+    speed-up(B, g) = E(a, g) * T(B) / (g * t_draft(B) + T_verify(B, g))
+from the acceptance a measured at the fixed gamma (the prediction that picks the best gamma at each B before the
+others are measured; the first draft forward priced over two tokens per row where one accepted all)
+(docs/DESIGN.md, "Batching").
 """
 
 from __future__ import annotations
