@@ -3,6 +3,8 @@ the target's exact joint distribution (chi-square, as in test_lossless.py), with
 first two tokens. The controller is made to choose "both" (traffic tokens with point-mass rows, then the model's),
 and a broken variant (uniform rows in place of the point masses) must be caught."""
 
+from dataclasses import replace
+
 import pytest
 from helpers.lossless import PROMPT, RUNS, chi_square_rejects, exact_joint, first_two_tokens
 
@@ -31,9 +33,7 @@ def joint(pair, config: SpecConfig) -> tuple[dict, dict[str, int]]:
     counts: dict[tuple[int, int], int] = {}
     sources: dict[str, int] = {}
     for seed in range(RUNS):
-        key, rounds = first_two_tokens(
-            speculative_generate(pair, PROMPT, SpecConfig(**{**config.to_dict(), "seed": seed}), traffic=store())
-        )
+        key, rounds = first_two_tokens(speculative_generate(pair, PROMPT, replace(config, seed=seed), traffic=store()))
         counts[key] = counts.get(key, 0) + 1
         sources[rounds[0].draft_source] = sources.get(rounds[0].draft_source, 0) + 1
     return counts, sources

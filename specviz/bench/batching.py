@@ -24,6 +24,7 @@ import json
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 import torch
 
@@ -265,10 +266,9 @@ def measure_batch(
     cut = here.measure(pair, config, MIN_CUT, runs, cancel)
     alone = alone_runs(pair, [row for batch in batches for row in batch], config, settings["alone"], cancel)
     alone_text = [p.token_ids[0] for p, _ in alone]
-    costs = median_costs(here.timings)
-    costs.update(curve=lambda n: interpolate(curve["tokens"], curve["seconds"], n), sizes=dict(settings["costs"]))
-    timed = ("target_step_seconds", "verify", "draft_step_seconds", "draft_catch_up_seconds")
-    settings["costs"][size] = {k: costs[k] for k in timed}
+    settings["costs"][size] = median_costs(here.timings)  # a later B's rows that finished are priced from these
+    curve_at = partial(interpolate, curve["tokens"], curve["seconds"])
+    costs = dict(settings["costs"][size], curve=curve_at, sizes=dict(settings["costs"]))
     plain = pooled([p.plain for p in here.pairs])
     gammas = [speculative_entry(sweep[g], size, costs, fixed["acceptance"]) for g in sorted(sweep)]
     ragged = next(e for e in gammas if e["gamma"] == gamma)

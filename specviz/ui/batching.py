@@ -210,39 +210,26 @@ def show_result(doc: dict, recorded: bool) -> None:
     )
 
 
-TABLE_HELP = {
-    "acceptance rate": st.column_config.NumberColumn(help="drafts accepted over drafts checked, at the fixed γ"),
-    "tokens per row per round": st.column_config.NumberColumn(
-        help="mean acceptance length per row: what one round commits to one row, bonus or correction included; "
-        "every row keeps what it accepted"
-    ),
-    "… its rows alone": st.column_config.NumberColumn(
-        help="the same rows, each decoded on its own (batch size 1): what the batched rows should match"
-    ),
-    "… waiting for the slowest row": st.column_config.NumberColumn(
-        help="the same when every row keeps only the batch's shortest accepted prefix (min-cut)"
-    ),
-    "predicted": st.column_config.NumberColumn(
-        help="the forwards timed at each batch size (a draft step, a verify), added up over the rounds this run "
-        "had (rows leave the batch as they finish, the last round drafts only up to the budget), against the "
-        "plain run's steps timed the same way"
-    ),
-    "T(B) s": st.column_config.NumberColumn(
-        help="one plain step of the whole batch: the target over B rows of one token"
-    ),
-    "best γ": st.column_config.NumberColumn(
-        help="the draft length with the highest measured speed-up; 0 means off: no γ tried beats plain decoding"
-    ),
-    "its speed-up": st.column_config.NumberColumn(
-        help="the highest speed-up among the γ tried; below 1 where plain decoding is faster (best γ 0, off)"
-    ),
-    "predicted best γ": st.column_config.NumberColumn(
-        help="the γ the forward times, the draft's step and the acceptance rate predict to win; 0 means off"
-    ),
+COLUMN_HELP = {  # the table's number columns that need a word of explanation
+    "acceptance rate": "drafts accepted over drafts checked, at the fixed γ",
+    "tokens per row per round": "mean acceptance length per row: what one round commits to one row, bonus or "
+    "correction included; every row keeps what it accepted",
+    "… its rows alone": "the same rows, each decoded on its own (batch size 1): what the batched rows should match",
+    "… waiting for the slowest row": "the same when every row keeps only the batch's shortest accepted prefix "
+    "(min-cut)",
+    "predicted": "the forwards timed at each batch size (a draft step, a verify), added up over the rounds this run "
+    "had (rows leave the batch as they finish, the last round drafts only up to the budget), against the plain "
+    "run's steps timed the same way",
+    "T(B) s": "one plain step of the whole batch: the target over B rows of one token",
+    "best γ": "the draft length with the highest measured speed-up; 0 means off: no γ tried beats plain decoding",
+    "its speed-up": "the highest speed-up among the γ tried; below 1 where plain decoding is faster (best γ 0, off)",
+    "predicted best γ": "the γ the forward times, the draft's step and the acceptance rate predict to win; 0 means off",
+}
+TABLE_HELP = {name: st.column_config.NumberColumn(help=text) for name, text in COLUMN_HELP.items()} | {
     "greedy identical": st.column_config.CheckboxColumn(
         help="every run of these rows (plain, each γ, waiting for the slowest row) gave the text each prompt "
         "gives decoded alone"
-    ),
+    )
 }
 
 
