@@ -45,6 +45,30 @@ def test_a_layer_gives_each_row_the_same_bits_alone_and_together_only_per_token(
     assert not all(per_call)
 
 
+def eager_per_token(layer, x: torch.Tensor) -> torch.Tensor:
+    """The per-token path written out in eager ops: each row over its max |x|, the pin row, fbgemm's op, scaled back."""
+    flat = x.reshape(-1, x.shape[-1])
+    peak = flat.abs().amax(dim=1, keepdim=True).clamp_min(1e-12)
+    pin = torch.zeros(1, flat.shape[1])
+    pin[0, :2] = torch.tensor([1.0, -1.0])
+    packed = layer._packed_params._packed_params
+    out = torch.ops.quantized.linear_dynamic(torch.cat([flat / peak, pin]), packed, reduce_range=True)[:-1]
+    bias = layer.float_bias
+    out = out * peak if bias is None else torch.addcmul(bias, out - bias, peak)
+    return out.reshape(*x.shape[:-1], -1)
+
+
+def test_the_scripted_per_token_path_computes_the_eager_ops_bits_and_shares_only_the_same_input():
+    torch.manual_seed(1)
+    q, k = quantize_linear(torch.nn.Linear(64, 48)), quantize_linear(torch.nn.Linear(64, 16, bias=False))
+    x, y = torch.randn(2, 3, 64) * 4, torch.randn(2, 3, 64)
+    with torch.inference_mode():
+        expected = [eager_per_token(q, x), eager_per_token(k, x), eager_per_token(q, y), eager_per_token(k, x)]
+        with per_token_activations():  # as a decoder layer calls them: q and k read x, then other inputs come
+            got = [q(x), k(x), q(y), k(x)]
+    assert all(torch.equal(a, b) for a, b in zip(got, expected, strict=True))
+
+
 def first_row_logits(pair, prompts: list[list[int]]) -> torch.Tensor:
     """Row 0's draft logits over three steps after its prompt, in a batch of these prompts."""
     _, pads = left_padded(prompts)

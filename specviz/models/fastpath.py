@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextvars
 import copy
+import functools
 import warnings
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -170,14 +171,75 @@ def quantize_linear(linear: torch.nn.Linear) -> torch.nn.Module:
     return dynamic_linear(quantized, None if linear.bias is None else linear.bias.detach().float())
 
 
-_PER_TOKEN = contextvars.ContextVar("specviz_per_token_activations", default=False)
+def scale_rows(flat: torch.Tensor, pin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """([n + 1, in]: each of flat's n token rows divided by its max |x|, then the pin row; [n, 1]: those maxima)."""
+    peak = flat.abs().amax(dim=1, keepdim=True).clamp_min_(1e-12)
+    return torch.cat([flat / peak, pin]), peak
+
+
+def per_token_linear(
+    scaled: torch.Tensor,
+    packed: torch.classes.quantized.LinearPackedParamsBase,  # a DynamicLinear's _packed_params._packed_params
+    peak: torch.Tensor,
+    bias: torch.Tensor | None,
+) -> torch.Tensor:
+    """fbgemm's dynamic int8 op over the scaled rows (the pin row fixes its one activation scale), each output row then
+    scaled back by its token's max |x|; the op adds the bias, so it is taken off before and put back after."""
+    out = torch.ops.quantized.linear_dynamic(scaled, packed, True)[:-1]  # True: reduce_range, as torch's path
+    if bias is None:
+        return out.mul_(peak)
+    return torch.addcmul(bias, out.sub_(bias), peak)
+
+
+@functools.cache
+def scripted_per_token() -> tuple[Any, Any]:
+    """scale_rows and per_token_linear as TorchScript: each becomes one call from Python, not five small ops. Their
+    kernels take microseconds; each op's call from Python took as long again, which made a B = 1 draft forward
+    4.4 ms slower than torch's path instead of 0.9 ms (docs/notes/2026-12-ragged-batching.md). The same ops in the
+    same order: the same bits."""
+    import torch.jit
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # marked deprecated for torch.compile, which needs a C++ compiler at run time
+        return torch.jit.script(scale_rows), torch.jit.script(per_token_linear)
+
+
+class TokenScales:
+    """One per_token_activations block's scaled inputs. Linear layers that read the same tensor (a decoder layer's
+    q, k and v projections; its gate and up projections) share its scaling: the tensor is kept until the next one
+    arrives, so `is` can only match the same input, and transformers' models do not change a layer's input in place."""
+
+    def __init__(self) -> None:
+        self.input: torch.Tensor | None = None
+        self.scaled = self.peak = torch.empty(0)
+
+    def scale(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """scale_rows of x's token rows, computed once per input tensor."""
+        if x is not self.input:
+            flat = x.reshape(-1, x.shape[-1])
+            self.scaled, self.peak = scripted_per_token()[0](flat, pin_row(flat.shape[1], flat.dtype, flat.device))
+            self.input = x
+        return self.scaled, self.peak
+
+
+@functools.cache
+def pin_row(width: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """[1, width]: +1, -1, then zeros. Beside rows within [-1, 1] it fixes the call's activation scale."""
+    row = torch.zeros(1, width, dtype=dtype, device=device)
+    row[0, :2] = torch.tensor([1.0, -1.0])
+    return row
+
+
+_PER_TOKEN: contextvars.ContextVar[TokenScales | None] = contextvars.ContextVar(
+    "specviz_per_token_activations", default=None
+)
 
 
 @contextmanager
 def per_token_activations() -> Iterator[None]:
     """Within it (this thread only), the int8 draft quantizes each token's activations with a scale of its own, so a
     row of a batched forward computes the same numbers beside any other rows as alone (decoding/batch.py)."""
-    token = _PER_TOKEN.set(True)
+    token = _PER_TOKEN.set(TokenScales())
     try:
         yield
     finally:
@@ -189,29 +251,22 @@ class DraftLinear(DynamicLinear):
     the other tokens of the call. Under per_token_activations each token row x is divided by its own max |x| (then
     within [-1, 1]) and one pinning row holding +1 and -1 fixes the call's scale, so a row is quantized the same alone
     or beside any others; its output is scaled back by max |x| (per-token activation scales, as serving engines' W8A8
-    kernels use). Outside it: torch's own path, unchanged. The per-token path runs on every draft step of a batch, so
-    it calls fbgemm's op directly and keeps its extra work to five small ops (it cost twice torch's path at first)."""
+    kernels use). Outside it: torch's own path, unchanged. The per-token path runs on every draft forward of a batch,
+    B = 1 included, so it calls fbgemm's op directly, scales each input once for the layers that share it, and runs
+    its small ops as TorchScript (scripted_per_token)."""
 
     float_bias: torch.Tensor | None = None  # bias() unpacks the whole weight on every call: kept here instead
-    pin_row: torch.Tensor | None = None  # [1, in_features]: +1, -1, then zeros
 
     def set_weight_bias(self, weight: torch.Tensor, bias: torch.Tensor | None) -> None:
         super().set_weight_bias(weight, bias)
         self.float_bias = bias
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not _PER_TOKEN.get():
+        scales = _PER_TOKEN.get()
+        if scales is None:
             return super().forward(x)
-        flat = x.reshape(-1, x.shape[-1])
-        peak = flat.abs().amax(dim=1, keepdim=True).clamp_min_(1e-12)
-        if self.pin_row is None or self.pin_row.dtype != flat.dtype:
-            self.pin_row = torch.zeros(1, flat.shape[1], dtype=flat.dtype)
-            self.pin_row[0, :2] = torch.tensor([1.0, -1.0])
-        packed = self._packed_params._packed_params  # what DynamicLinear.forward calls, without its Python
-        out = torch.ops.quantized.linear_dynamic(torch.cat([flat / peak, self.pin_row]), packed, reduce_range=True)
-        out = out[:-1]
-        bias = self.float_bias
-        out = out * peak if bias is None else torch.addcmul(bias, out - bias, peak)
+        scaled, peak = scales.scale(x)
+        out = scripted_per_token()[1](scaled, self._packed_params._packed_params, peak, self.float_bias)
         return out.reshape(*x.shape[:-1], out.shape[-1])
 
 
