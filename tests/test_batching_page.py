@@ -223,3 +223,19 @@ def test_the_recorded_file_is_the_benchs_output(tmp_path):
     doc = json.loads(path.read_text())
     assert doc["format"] == "specviz-batching"
     assert [row["batch"] for row in doc["rows"]] == [1, 2, 4, 8, 16]
+
+
+def test_the_readings_round_cost_prices_the_wide_first_draft_forward_as_often_as_a_row_accepted_all():
+    from specviz.markup.batching import reading
+
+    row = SHIPPED["rows"][0]
+    step, verify, gamma = row["target_step_seconds"], row["ragged"]["verify_seconds"], SHIPPED["gamma"]
+    a, draft, wide = row["ragged"]["acceptance"], row["draft_step_seconds"], row["draft_catch_up_seconds"]
+    share = a**gamma  # B = 1: 1 - (1 - a^gamma)^1
+    cost = (verify + gamma * draft + share * (wide - draft)) / step
+    words = reading(SHIPPED)
+    assert f"A round costs {cost:.2f} plain steps of the batch" in words
+    assert f"the first one {wide:.3f} s in the {share:.0%} of rounds" in words
+    older = dict(SHIPPED, rows=[{k: v for k, v in r.items() if k != "draft_catch_up_seconds"} for r in SHIPPED["rows"]])
+    narrow = (verify + gamma * draft) / step  # a file without the catch-up timing: every draft step one token wide
+    assert f"A round costs {narrow:.2f} plain steps" in reading(older) and "the first one" not in reading(older)

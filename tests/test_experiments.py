@@ -314,8 +314,11 @@ def test_the_batching_experiments_numbers_are_the_recorded_result():
     even = " ".join((experiments.by_id("batching_break_even").observe).split())
     assert doc["break_even_batch"] == 4 and even.startswith("At B = 4:")
     speed = {b: f"{r['ragged']['measured_speedup']:.2f}×" for b, r in rows.items()}
-    assert f"measured {speed[1]} with one row and {speed[4]} with four; with two rows it only broke even" in even
-    assert abs(rows[2]["ragged"]["measured_speedup"] - 1) <= 0.05  # "only broke even"
+    assert (
+        f"measured {speed[1]} with one row and {speed[4]} with four; two rows still gained a little ({speed[2]})"
+        in even
+    )
+    assert 1 < rows[2]["ragged"]["measured_speedup"] <= 1.15  # "still gained a little"
     # "each row commits about as many tokens per target pass as alone": within 10% of the same rows alone
     ragged4 = rows[4]["ragged"]["tokens_per_round"]
     assert abs(ragged4 / rows[4]["alone"]["tokens_per_round"] - 1) <= 0.1
@@ -334,11 +337,12 @@ def test_the_batching_experiments_numbers_are_the_recorded_result():
 
     knee = " ".join(experiments.by_id("batching_knee").observe.split())
     t = dict(zip(doc["curve"]["tokens"], doc["curve"]["seconds"], strict=True))
-    climbs = f"one token takes {t[1]:.3f} s, eight {t[8]:.3f} s, and from twelve on the cost climbs ({t[16]:.3f} s"
+    climbs = f"({t[1]:.3f} s for one, {t[6]:.3f} s for six); from eight on it climbs ({t[16]:.3f} s at sixteen)"
     assert climbs in knee
-    # flat to eight (within 15% of T(1)), then climbing: every point from twelve on above T(1) by 30% or more
-    assert all(t[n] / t[1] < 1.15 for n in doc["curve"]["tokens"] if n <= 8)
-    assert all(t[n] / t[1] >= 1.3 for n in doc["curve"]["tokens"] if n >= 12)
+    # "within a fifth of one token's" up to six; from eight on a quarter above T(1) or more, and rising
+    assert all(t[n] / t[1] < 1.2 for n in doc["curve"]["tokens"] if n <= 6)
+    after = [t[n] for n in doc["curve"]["tokens"] if n >= 8]
+    assert after[0] / t[1] >= 1.25 and all(b > a for a, b in zip(after, after[1:], strict=False))
 
 
 # --- Learning: the numbers quoted are the shipped recordings (assets/learning/) --------------------------------

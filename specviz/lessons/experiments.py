@@ -376,9 +376,9 @@ BATCHING = (
         "At which batch size does speculation at γ = 4 stop paying on this CPU, and is it the verify's cost or "
         "acceptance?",
         BATCHING_SHOWN,
-        "At B = 4: the recorded result measured 1.34× with one row and 0.71× with four; with two rows it only "
-        "broke even. The reading above names the cause: a round's cost rose more than what it gave each row fell, "
-        "so the verify's cost ends the gain here.",
+        "At B = 4: the recorded result measured 1.55× with one row and 0.84× with four; two rows still gained a "
+        "little (1.09×). The reading above names the cause: a round's cost rose more than what it gave each row "
+        "fell, so the verify's cost ends the gain here.",
         "Rows still decoding commit about as many tokens per row per round as alone (the table's two columns); a "
         "round gives less only as finished rows wait for the batch's last ones. The verify's cost grows with B: a "
         "forward is flat only over a few tokens on this CPU, and at four rows a verify already covers twenty. A "
@@ -391,7 +391,7 @@ BATCHING = (
         "Compare the throughput of plain decoding at B = 16 with speculative decoding at B = 1: which serves more "
         "tokens per second?",
         BATCHING_SHOWN,
-        "Plain decoding at B = 16 serves 67.3 tokens/s, about seven times the 10.3 tokens/s of speculative decoding "
+        "Plain decoding at B = 16 serves 72.5 tokens/s, about six times the 11.4 tokens/s of speculative decoding "
         "at B = 1 (the recorded result quoted above, the throughput chart's end points).",
         "Both spend the same spare compute: a forward over a few tokens costs about what one token costs. A batch "
         "fills it with tokens that are all kept, speculation with guesses that may be thrown away. A loaded "
@@ -404,8 +404,8 @@ BATCHING = (
         "batching",
         "Where does T(n), the target's forward over n tokens, stop being flat?",
         BATCHING_SHOWN,
-        "After about eight tokens: in the recorded result quoted above one token takes 0.150 s, eight 0.168 s, "
-        "and from twelve on the cost climbs (0.227 s at sixteen), as the chart of T(n) shows.",
+        "After about six tokens: in the recorded result quoted above, up to six tokens cost within a fifth of one "
+        "(0.130 s for one, 0.141 s for six); from eight on it climbs (0.225 s at sixteen), as T(n)'s chart shows.",
         "Below the knee a forward is memory-bound: its time goes into reading the weights once, and a few more "
         "tokens ride along almost free. Past it the arithmetic dominates and the cost grows with n, so every "
         "drafted token that is rejected costs real time.",

@@ -151,7 +151,7 @@ QUOTED: dict[str, tuple[str, Callable[[], list[str]]]] = {
     ),
     "batching_knee": (
         "the recorded result this page shows: one forward over n tokens",
-        lambda: [_curve(1), _curve(8), _curve(12), _curve(16)],
+        lambda: [_curve(1), _curve(6), _curve(8), _curve(16)],
     ),
     "learning_traffic_learns": (
         "the recorded stream this page shows: the traffic drafter's draft tokens accepted per round",
