@@ -15,7 +15,8 @@ EXPLANATION = (
     "are paid in full.\n\n"
     "**Every row keeps what it accepted.** Rows accept different numbers of drafts. Serving engines (vLLM, SGLang, "
     "TensorRT-LLM) let each request keep its own accepted tokens, its own cache length and its own positions, so a "
-    "round yields as much per row at B = 16 as at B = 1. Here a row's mask hides the cache slots it rejected. The "
+    "row in a batch of 16 commits as many tokens each round as decoded alone. Here a row's mask hides the cache "
+    "slots it rejected. The "
     "comparison, where the batch waits for its slowest row (every row keeps only the shortest accepted prefix), "
     "yields less and less as B grows: that is why engines stay ragged.\n\n"
     "**A row's drafts are its own.** The draft here is int8: its activations are quantized with a scale. One scale "
@@ -99,8 +100,8 @@ def _wide_first(row: dict, gamma: int) -> str:
     if not share:
         return ""
     return (
-        f", the first one {wide:.3f} s in the {share:.0%} of rounds where it also takes the last draft of a row that "
-        "accepted all of its draft"
+        f", the first one {wide:.3f} s in the {share:.0%} of rounds that follow one where some row accepted all γ "
+        "drafts (1 − (1 − a^γ)^B, a the acceptance rate), as it also reads the last of them"
     )
 
 
