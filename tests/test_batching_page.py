@@ -239,3 +239,13 @@ def test_the_readings_round_cost_prices_the_wide_first_draft_forward_as_often_as
     older = dict(SHIPPED, rows=[{k: v for k, v in r.items() if k != "draft_catch_up_seconds"} for r in SHIPPED["rows"]])
     narrow = (verify + gamma * draft) / step  # a file without the catch-up timing: every draft step one token wide
     assert f"A round costs {narrow:.2f} plain steps" in reading(older) and "the first one" not in reading(older)
+
+
+def test_the_gamma_chart_has_one_legend_entry_for_every_bs_star_and_it_names_no_b():
+    from specviz.charts.batching import batch_gamma_figure
+
+    rows = [dict(r, predicted_best_gamma=0) if i == 0 else r for i, r in enumerate(SHIPPED["rows"])]
+    stars = [t for t in batch_gamma_figure(dict(SHIPPED, rows=rows)).data if t.legendgroup == "predicted"]
+    assert len(stars) == sum(r["predicted_best_gamma"] > 0 for r in rows) >= 1  # off at B = 1: no star there
+    assert [t.showlegend for t in stars] == [True] + [False] * (len(stars) - 1)
+    assert "B =" not in stars[0].name

@@ -140,14 +140,14 @@ def batch_gamma_figure(doc: dict) -> go.Figure:
             hover=f"B = {row['batch']}, γ = %{{x}}: %{{y:.2f}}× measured<extra></extra>",
         )
         chosen = next((e for e in entries if e["gamma"] == row["predicted_best_gamma"]), None)
-        if chosen is not None:
+        if chosen is not None:  # one legend entry stands for every B's star: it names no B
             fig.add_scatter(
                 x=[chosen["gamma"]],
                 y=[chosen["measured_speedup"]],
-                name=f"B = {row['batch']}: the predicted best γ",
+                name="★ the predicted best γ (none where off is predicted)",
                 mode="markers",
                 marker=dict(color=color, size=14, symbol="star"),
-                showlegend=i == 0,
+                showlegend=not any(trace.legendgroup == "predicted" for trace in fig.data),
                 legendgroup="predicted",
                 hovertemplate=f"B = {row['batch']}: predicted best γ = %{{x}}<extra></extra>",
             )
