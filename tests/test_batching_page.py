@@ -249,3 +249,13 @@ def test_the_gamma_chart_has_one_legend_entry_for_every_bs_star_and_it_names_no_
     assert len(stars) == sum(r["predicted_best_gamma"] > 0 for r in rows) >= 1  # off at B = 1: no star there
     assert [t.showlegend for t in stars] == [True] + [False] * (len(stars) - 1)
     assert "B =" not in stars[0].name
+
+
+def test_the_best_gamma_line_says_off_where_the_table_says_0_and_keeps_its_labels_inside():
+    from specviz.charts.batching import speedup_vs_batch_figure
+
+    (line,) = [t for t in speedup_vs_batch_figure(SHIPPED).data if "text" in t.mode]  # the best-γ line
+    rows = SHIPPED["rows"]
+    assert list(line.text) == [f"γ = {r['best_gamma']}" if r["best_gamma"] else "off" for r in rows]
+    assert "off" in line.text  # the shipped recording has B where no γ pays
+    assert not any(p.startswith("top") for p in line.textposition) and line.textposition[-1].endswith("left")

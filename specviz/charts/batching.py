@@ -61,14 +61,21 @@ def speedup_vs_batch_figure(doc: dict) -> go.Figure:
     fig.add_scatter(
         x=batches,
         y=[e["measured_speedup"] for e in best],
-        text=[f"γ = {e['gamma']}" for e in best],
+        # "off" where no γ beats plain decoding, as the table's best γ 0 says; the hover names the fastest γ
+        text=[f"γ = {e['gamma']}" if r["best_gamma"] else "off" for e, r in zip(best, rows, strict=True)],
+        customdata=[e["gamma"] for e in best],
         name="every row keeps what it accepted, best γ at each B",
         mode="lines+markers+text",
-        textposition="top center",
+        # beside each point, not above: above the first one is the title, beyond the last one the plot's edge
+        textposition=["middle right"] * (len(best) - 1) + ["middle left"],
+        cliponaxis=False,
         line=dict(color=COLORS["accepted"], width=3),
-        hovertemplate="B = %{x}: %{y:.2f}× at %{text}<extra></extra>",
+        hovertemplate="B = %{x}: %{y:.2f}× at γ = %{customdata}<extra></extra>",
     )
-    fig.add_hline(y=1.0, line=dict(color="#94a3b8", dash="dot"), annotation_text="no speed-up")
+    # on the left, below the line: the right end is where the speed-up lines fall through it
+    fig.add_hline(
+        y=1.0, line=dict(color="#94a3b8", dash="dot"), annotation_text="no speed-up", annotation_position="bottom left"
+    )
     even = doc.get("break_even_batch")
     if even is not None:  # a trace, not a shape: its x is in data units on a log axis too
         top = max(max(r["ragged"]["measured_speedup"], r["ragged"]["predicted_speedup"]) for r in rows)
@@ -81,7 +88,7 @@ def speedup_vs_batch_figure(doc: dict) -> go.Figure:
             hovertemplate=f"B = {even}: the first batch size measured below 1× at γ = {gamma}<extra></extra>",
         )
     _batch_axis(fig, batches)
-    fig.update_yaxes(title_text="speed-up over plain decoding", rangemode="tozero")
+    fig.update_yaxes(title_text="speed-up (plain = 1)", rangemode="tozero")  # short: a long one runs into the title
     return _layout(fig, "Latency speed-up against the batch size", height=520)  # six legend entries, wrapped
 
 
@@ -154,7 +161,7 @@ def batch_gamma_figure(doc: dict) -> go.Figure:
     fig.add_hline(y=1.0, line=dict(color="#94a3b8", dash="dot"))
     gammas = doc["gammas"]
     fig.update_xaxes(title_text="draft length γ", tickvals=gammas, ticktext=[str(g) for g in gammas])
-    fig.update_yaxes(title_text="measured speed-up over plain decoding", rangemode="tozero")
+    fig.update_yaxes(title_text="speed-up (plain = 1)", rangemode="tozero")
     return _layout(fig, "Which γ pays at each batch size (★ the prediction's pick)", height=420)
 
 
@@ -182,7 +189,7 @@ def throughput_figure(doc: dict) -> go.Figure:
         hover=hover,
     )
     _batch_axis(fig, batches)
-    fig.update_yaxes(title_text="tokens per second, whole batch", rangemode="tozero")
+    fig.update_yaxes(title_text="tokens/s, whole batch", rangemode="tozero")
     return _layout(fig, "Throughput against the batch size", height=400)
 
 
