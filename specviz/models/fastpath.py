@@ -194,11 +194,9 @@ def per_token_linear(
 @functools.cache
 def scripted_per_token() -> tuple[Any, Any]:
     """scale_rows and per_token_linear as TorchScript: each becomes one call from Python, not five small ops. Their
-    kernels take microseconds; each op's call from Python took as long again, which made a B = 1 draft forward
-    4.4 ms slower than torch's path instead of 0.9 ms (docs/notes/2026-12-ragged-batching.md). The same ops in the
-    same order: the same bits."""
-    import torch.jit
-
+    kernels take microseconds; each op's call from Python took as long again, which made a one-token draft forward
+    4-6 ms slower than torch's path; scripted, it is within 1 ms (docs/notes/2026-12-ragged-batching.md). The same
+    ops in the same order: the same bits."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # marked deprecated for torch.compile, which needs a C++ compiler at run time
         return torch.jit.script(scale_rows), torch.jit.script(per_token_linear)
