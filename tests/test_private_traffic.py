@@ -21,7 +21,18 @@ def run_prompt(page, prompt: str, drafter: str | None, download_to) -> dict:
 
     set_max_new_tokens(page, 16)
     if drafter is not None:
-        page.locator('[data-testid="stSidebar"]').get_by_text(drafter, exact=True).first.click()
+        sidebar = page.locator('[data-testid="stSidebar"]')
+        option = sidebar.get_by_role("radio", name=drafter, exact=True)
+        # the run must start only once the choice has landed: a click during a rerun can be lost (seen once, under
+        # load: the run drafted with the model), so click again until the option shows checked
+        for _ in range(3):
+            sidebar.get_by_text(drafter, exact=True).first.click()
+            try:
+                expect(option).to_be_checked(timeout=10_000)
+                break
+            except AssertionError:
+                continue
+        expect(option).to_be_checked()
         page.wait_for_timeout(500)
     box = page.get_by_label("Prompt", exact=True)
     box.fill(prompt)
