@@ -113,7 +113,8 @@ def _while_decoding(ragged: dict) -> str:
         return ""
     return (
         f" per round the batch ran ({own:.2f} per round while the row was still decoding, the table's tokens per "
-        "row per round: a row that has finished waits through the batch's last rounds)"
+        "row per round: a finished row leaves the batch and gains nothing from the rounds it still runs for the "
+        "others)"
     )
 
 
@@ -128,7 +129,7 @@ def _why_it_stopped(first: dict, row: dict, gamma: int) -> str:
     if before / after >= now / was:
         return (
             f"**Why:** {change}. The rounds' yield ends the gain here, more than the verify's cost: a batch runs "
-            "until its slowest row is done, so rows that finished early idle through its last rounds."
+            "until its slowest row is done, and rows that finished early gain nothing from its last rounds."
         )
     return f"**Why:** {change}. The verify's cost ends the gain here: n = B (γ + 1) has passed the knee of T(n)."
 
