@@ -32,7 +32,7 @@ from specviz import ROOT
 from specviz.cli.args import output_path, writing
 from specviz.decoding.batch import MAX_BATCH, MIN_CUT, RAGGED, BatchResult, batch_plain, batch_speculative
 from specviz.decoding.config import GAMMA_LIMIT, ConfigError, SpecConfig
-from specviz.decoding.costs import expected_tokens
+from specviz.decoding.costs import batched_draft_seconds, expected_tokens
 from specviz.decoding.engine import autoregressive_generate, run_to_end, vocab_width
 from specviz.lessons.prompts import load_prompts
 from specviz.runs import Cancelled, encode, speculative_generate
@@ -140,9 +140,8 @@ def speculative_entry(method: dict, size: int, costs: dict, acceptance: float | 
         predicted_speedups=predicted,
     )
     if acceptance is not None:  # a round's first draft forward takes two tokens of a row that accepted all
-        e, all_accepted = expected_tokens(acceptance, gamma), 1 - (1 - acceptance**gamma) ** size
-        draft += all_accepted * (costs["draft_catch_up_seconds"] - draft) / gamma
-        entry["expected_speedup"] = predicted_speedup(e, gamma, step, verify, draft)
+        draft = batched_draft_seconds(acceptance, gamma, size, draft, costs["draft_catch_up_seconds"]) / gamma
+        entry["expected_speedup"] = predicted_speedup(expected_tokens(acceptance, gamma), gamma, step, verify, draft)
     return entry
 
 

@@ -53,6 +53,18 @@ def measured_speedup(a: float, g: float, t_target: float, t_draft: float, t_veri
     return expected_tokens(a, g) * t_target / (g * t_draft + t_verify)
 
 
+def catch_up_share(a: float, g: int, rows: int) -> float:
+    """1 - (1 - a^g)^rows: the share of a batch's rounds whose first draft forward takes two tokens of some row (its
+    last draft and its bonus token), as it does after the row accepted all g drafts (decoding/batch.py)."""
+    return 1.0 - (1.0 - a**g) ** rows
+
+
+def batched_draft_seconds(a: float, g: int, rows: int, t_draft: float, t_catch_up: float) -> float:
+    """A batched round's g draft forwards, expected: g steps of t_draft, the first one t_catch_up (the forward over
+    two tokens per row) in catch_up_share of the rounds."""
+    return g * t_draft + catch_up_share(a, g, rows) * (t_catch_up - t_draft)
+
+
 class Discounted:
     """Running sums in which each older observation counts `discount` times less per new one."""
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from specviz.decoding.costs import batched_draft_seconds, catch_up_share
+
 from .base import clip, esc, md
 
 EXPLANATION = (
@@ -62,21 +64,20 @@ def _yield(entry: dict) -> float:
 
 
 def _catch_up(row: dict, gamma: int) -> tuple[float, float]:
-    """(the draft's first forward of a round over two tokens per row, timed; the share of rounds where it is: some
-    row accepted its whole draft, 1 - (1 - a^γ)^B at the measured acceptance rate a). Files before version 4: (a step,
-    0)."""
+    """(the draft's first forward of a round over two tokens per row, timed; the measured acceptance rate a, which
+    says how often a round starts with it). Files before version 4: (a step, 0: never)."""
     step, a = row["draft_step_seconds"], row["ragged"].get("acceptance")
     if row.get("draft_catch_up_seconds") is None or a is None:
         return step, 0.0
-    return row["draft_catch_up_seconds"], 1 - (1 - a**gamma) ** row["batch"]
+    return row["draft_catch_up_seconds"], a
 
 
 def _costs(row: dict, gamma: int) -> dict[str, float]:
     """A round's cost in plain steps of the batch, from the batch's own timings: its verify and its γ draft steps, the
-    first one priced by how often it takes two tokens of a row (_catch_up), as the expected speed-up prices it."""
+    first one priced by how often it takes two tokens of a row, as the expected speed-up prices it."""
     step, verify = _times(row)
-    wide, share = _catch_up(row, gamma)
-    draft = (gamma * row["draft_step_seconds"] + share * (wide - row["draft_step_seconds"])) / step
+    wide, a = _catch_up(row, gamma)
+    draft = batched_draft_seconds(a, gamma, row["batch"], row["draft_step_seconds"], wide) / step
     return {"verify": verify / step, "draft": draft, "round": verify / step + draft}
 
 
@@ -97,7 +98,8 @@ def _round(row: dict, gamma: int) -> str:
 
 
 def _wide_first(row: dict, gamma: int) -> str:
-    wide, share = _catch_up(row, gamma)
+    wide, a = _catch_up(row, gamma)
+    share = catch_up_share(a, gamma, row["batch"])
     if not share:
         return ""
     return (
