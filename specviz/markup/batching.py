@@ -115,8 +115,8 @@ def _while_decoding(ragged: dict) -> str:
         return ""
     return (
         f" per round the batch ran ({own:.2f} per round while the row was still decoding, the table's tokens per "
-        "row per round: a finished row leaves the batch and gains nothing from the rounds it still runs for the "
-        "others)"
+        "row per round: a finished row leaves the batch and gains nothing from the rounds the batch still runs for "
+        "the others)"
     )
 
 
