@@ -476,3 +476,30 @@ def test_an_answer_quotes_only_numbers_shown_beside_it():
         beside = numbers_in(f"{quoted_words(e.id)} {e.question} {experiments.changes_words(e)}")
         assert numbers_in(e.observe) <= beside, (e.id, numbers_in(e.observe) - beside)
         assert len(numbers_in(e.observe) - numbers_in(e.question)) <= 3, e.id
+
+
+@pytest.mark.parametrize(
+    "measured, formula, with_verify, words",
+    [
+        (0.65, 0.62, 0.50, ("about the same as the first and better than the second", "gained more")),  # issue 55
+        (0.70, 0.62, 0.50, ("better than the first and better than the second", "gained more")),
+        (0.50, 0.62, 0.66, ("worse than the first and worse than the second", "outside the formula")),
+        (0.60, 0.62, 0.50, ("about the same as the first and better than the second", "gained more")),
+        (0.50, 0.62, 0.51, ("worse than the first and about the same as the second", "explains it")),
+        (0.56, 0.50, 0.62, ("better than the first and worse than the second", "outside the formula")),
+    ],
+)
+def test_the_why_box_compares_as_the_numbers_do(measured, formula, with_verify, words):
+    """'Better', 'worse' or 'about the same' (within advice.ABOUT of the prediction) follow the numbers: the box once
+    said 'the measured 0.65× is no better' beside predictions of 0.62× and 0.50×."""
+    from specviz import markup
+
+    slow = dataclasses.replace(
+        advice.explain_slow(slowed(FAST, 1.25)), measured=measured, formula=formula, with_verify=with_verify
+    )
+    text = " ".join(markup.slow_run_markdown(slow).split())
+    for expected in words:
+        assert expected in text, (expected, text)
+    assert "no better" not in text
+    assert advice.compared(1.0, 0.96) == "about the same" and advice.compared(1.0, 0.94) == "better"
+    assert advice.compared(0.9, 0.96) == "worse" and advice.ABOUT == 0.05

@@ -19,6 +19,15 @@ GAMMA_CHOICES = 16  # the shorter γ is chosen among 1..this
 PAYS = 1.05  # a prediction below this is too close to plain decoding to recommend speculating at all
 LOW_NGRAM_ACCEPTANCE = 0.3  # below it, the n-gram drafter found little to copy
 CONFIDENCE_STOP = 0.5  # the draft-confidence stop a rerun tries
+ABOUT = 0.05  # a measured speed-up within 5% of a prediction is "about the same" as it; beyond, better or worse
+
+
+def compared(measured: float, prediction: float, tolerance: float = ABOUT) -> str:
+    """How a measured speed-up stands against a prediction: "better", "worse" or "about the same" (within
+    `tolerance` of the prediction, relative)."""
+    if abs(measured - prediction) <= tolerance * prediction:
+        return "about the same"
+    return "better" if measured > prediction else "worse"
 
 
 @dataclass(frozen=True)
@@ -46,6 +55,21 @@ class SlowRun:
     best_gamma: int  # the γ the measured costs favour
     best_with_verify: float  # the speed-up they predict there
     suggestion: Suggestion
+
+    @property
+    def tolerance(self) -> float:
+        """Within this share of a prediction the measured speed-up counts as about the same."""
+        return ABOUT
+
+    @property
+    def against_formula(self) -> str:
+        """The measured speed-up against the formula's (a verify of one step): better, worse or about the same."""
+        return compared(self.measured, self.formula)
+
+    @property
+    def against_verify(self) -> str:
+        """The measured speed-up against the prediction with the measured verify cost."""
+        return compared(self.measured, self.with_verify)
 
 
 def predicted(a: float, gamma: float, c: float, verify_steps: float) -> float:
