@@ -19,6 +19,7 @@ import torch
 
 from specviz.decoding.config import ConfigError, SpecConfig
 from specviz.decoding.engine import autoregressive_generate, run_to_end, synchronize
+from specviz.models.attention import standard_attention
 from specviz.runs import speculative_generate
 
 from .environment import PeakMemory
@@ -115,9 +116,10 @@ def _hf(pair, ids: list[int], config: SpecConfig, assisted: dict | None) -> tupl
         torch.manual_seed(config.seed)  # transformers samples from the global generator
         synchronize(device)
         start = time.perf_counter()
-        out = pair.target.generate(
-            input_ids, attention_mask=torch.ones_like(input_ids), generation_config=generation_config, **kwargs
-        )
+        with standard_attention():  # transformers' own sdpa, as its users run it (models/attention.py)
+            out = pair.target.generate(
+                input_ids, attention_mask=torch.ones_like(input_ids), generation_config=generation_config, **kwargs
+            )
         synchronize(device)
         seconds = time.perf_counter() - start
     finally:

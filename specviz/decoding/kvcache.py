@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from transformers import DynamicCache, StaticCache
 
+from specviz.models.attention import NAME as ROW_INVARIANT
+
 # Longest sequence a compiled decoder's static cache holds: the longest prompt the app accepts (2048
 # tokens), the most new tokens (1024) and the longest draft (32) plus its bonus token.
 COMPILED_MAX_LENGTH = 2048 + 1024 + 32 + 8
@@ -167,7 +169,8 @@ class CachedModel:
     @property
     def can_branch(self) -> bool:
         """feed_tree works: an eager model on a dynamic cache whose attention takes a custom 4D mask."""
-        return self.decoder is None and getattr(self.model.config, "_attn_implementation", None) in ("sdpa", "eager")
+        implementation = getattr(self.model.config, "_attn_implementation", None)
+        return self.decoder is None and implementation in ("sdpa", "eager", ROW_INVARIANT)
 
     @torch.inference_mode()
     def feed_tree(self, chain: list[int], nodes: list[tuple[int, int]], chain_rows: int = 1) -> torch.Tensor:

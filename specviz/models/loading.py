@@ -24,6 +24,7 @@ from specviz.errors import ModelLoadError
 from specviz.progress import Progress, relay_tqdm, scaled
 
 from . import builtin
+from .attention import make_row_invariant
 from .fastpath import native_bfloat16, prepack_linears, quantize_draft
 from .memory import check_memory
 from .precision import Int8Linear, Precision, load_streamed, resolve_precision
@@ -340,6 +341,8 @@ def load_pair(spec: PairSpec, progress: Progress | None = None) -> ModelPair:
     target_model, prepacked = load_target(target, configs.get("target"), device, precision, allow_code, shard, spec)
     check_width(target_model.config, tokenizer, target)
     set_pad_token(target_model, tokenizer)
+    if getattr(target_model.config, "_attn_implementation", None) in ("sdpa", "eager"):
+        make_row_invariant(target_model)  # a verify's rows get single steps' bits (models/attention.py)
     if shard:  # inputs go where the embedding is, and the draft with them
         device = target_model.get_input_embeddings().weight.device
         if draft is not None:

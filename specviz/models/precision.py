@@ -8,12 +8,12 @@ natively), int8 (the low-memory choice). Memory and speed on this project's CPU:
 
 Each precision is its own target p, and speculative sampling is exact for any p. In every form a Linear layer
 computes each output row from its own input row with the same kernel for 1 row as for n, bit for bit
-(tests/test_precision.py); attention over n query rows sums in another order than over one, so a verify's logits
-differ from single steps' by rounding, and a near-tie can flip greedy text (fp32 20 of 20 bench prompts identical,
-bf16 and int8 19: the note). Dynamic int8 quantization (activation scales from the whole input) would make a row
-depend on the others: it stays for the draft, whose q is only compared with what the draft itself drew. The draft is
-int8 dynamic on the CPU (fastpath.quantize_draft); a batch of rows scales its activations per token instead
-(fastpath.per_token_activations), so that a row's drafts do not depend on the other rows.
+(tests/test_precision.py), and the target's attention is made row-invariant (models/attention.py), so a verify's
+logits equal single steps' bit for bit and greedy speculative text is plain decoding's. Dynamic int8 quantization
+(activation scales from the whole input) would make a row depend on the others: it stays for the draft, whose q is
+only compared with what the draft itself drew. The draft is int8 dynamic on the CPU (fastpath.quantize_draft); a
+batch of rows scales its activations per token instead (fastpath.per_token_activations), so that a row's drafts do
+not depend on the other rows.
 """
 
 from __future__ import annotations

@@ -7,12 +7,14 @@ The character-level tokenizer covers printable ASCII, so app tests can type real
 from __future__ import annotations
 
 import string
+from copy import deepcopy
 from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
+from .attention import make_row_invariant
 from .loading import ModelPair, PairSpec
 
 PRINTABLE = "".join(dict.fromkeys(string.printable))
@@ -53,7 +55,7 @@ def tiny_model(vocab_size: int, seed: int, hidden: int = 32, layers: int = 2, sp
 
 
 def noisy_copy(model: Qwen2ForCausalLM, noise: float, seed: int) -> Qwen2ForCausalLM:
-    copy = Qwen2ForCausalLM(model.config).eval()
+    copy = Qwen2ForCausalLM(deepcopy(model.config)).eval()  # its own config: the target's attention may change
     copy.load_state_dict(model.state_dict())
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -71,6 +73,7 @@ def tiny_pair(alphabet: str = PRINTABLE, seed: int = 0, noise: float = 0.05) -> 
     size = len(tokenizer)
     target = tiny_model(size, seed)
     draft = noisy_copy(target, noise, seed + 1)
+    make_row_invariant(target)  # as load_pair's target
     names = {
         "target": f"tiny-random-{size}",
         "draft": f"tiny-random-{size}+noise{noise}",

@@ -1,0 +1,104 @@
+"""Row-invariant attention: a verify's rows get the bits single steps would (docs/DESIGN.md, "Row-invariant attention").
+
+Greedy speculative text equals plain decoding only if the target's verify forward gives each of its n rows the
+logits a one-token step at that position gives. Every Linear layer does, in every precision (models/precision.py);
+attention does not: scaled_dot_product_attention over n query rows splits and sums in another order than over one
+(and transformers packs a single query's heads as rows instead, `pack_gqa`), so a verify's logits differ from single
+steps' in the last bits and a near-tie can flip the greedy text.
+
+`row_invariant_attention` therefore computes every query row of a forward on a non-empty cache as the one-token step
+at that position does: the same function (transformers' `sdpa_attention_forward`), the same shapes (one query, the
+keys that row may see, gathered in order, no mask). For a causal chain those keys are a prefix of the cache; for a
+tree node (a 4D mask) they are the cache, its ancestors and itself: the keys a plain step would see once that path
+is committed. A prompt pass on an empty cache runs as one call: plain decoding and speculation share it.
+
+The price is n calls instead of one per layer (docs/notes/2026-12-precision.md, "Row-invariant attention").
+Under torch.compile (the GPU's compiled steps on a static cache) it stays transformers' sdpa: a loop over
+data-dependent key sets does not capture as one graph.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
+
+NAME = "specviz_row_invariant"
+# Feeds of more rows than this on an empty cache (prompt passes) run as one call: both methods share them.
+PROMPT_ROWS = 64
+_ENABLED: contextvars.ContextVar[bool] = contextvars.ContextVar("row_invariant_attention", default=True)
+
+
+def row_invariant_attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,  # [B, heads, q, head_dim]
+    key: torch.Tensor,  # [B, kv_heads, L, head_dim], the cache and this feed
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,  # None (causal), or [B, 1, q, L]: bool (True = seen) or additive float
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """transformers' attention signature; returns ([B, q, heads, head_dim], None)."""
+    batch, _, rows, _ = query.shape
+    keys = key.shape[2]
+    if not _ENABLED.get() or torch.compiler.is_compiling() or (keys == rows and rows > PROMPT_ROWS):
+        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+    if rows == 1 and batch == 1 and attention_mask is None:  # a plain step: the reference itself
+        return sdpa_attention_forward(module, query, key, value, None, **kwargs)
+    kwargs.pop("is_causal", None)
+    outputs = []
+    for b in range(batch):
+        for i in range(rows):
+            seen = _seen(attention_mask, b, i, keys - rows + i + 1)
+            if isinstance(seen, int):  # a causal prefix of the keys
+                k, v = key[b : b + 1, :, :seen].contiguous(), value[b : b + 1, :, :seen].contiguous()
+            elif seen.numel() == 0:  # a padding row that sees nothing: its output is never read
+                outputs.append(query.new_zeros(1, 1, query.shape[1], value.shape[-1]))
+                continue
+            else:
+                k, v = key[b : b + 1].index_select(2, seen), value[b : b + 1].index_select(2, seen)
+            out, _ = sdpa_attention_forward(module, query[b : b + 1, :, i : i + 1], k, v, None, **kwargs)
+            outputs.append(out)  # [1, 1, heads, head_dim]
+    return torch.cat(outputs, dim=1).reshape(batch, rows, *outputs[0].shape[2:]), None
+
+
+def _seen(mask: torch.Tensor | None, b: int, i: int, causal: int) -> int | torch.Tensor:
+    """The keys row i of batch row b sees: a count (a causal prefix) when there is no mask, else their indices."""
+    if mask is None:
+        return causal
+    row = mask[b if mask.shape[0] > 1 else 0, 0, i]
+    seen = row if row.dtype == torch.bool else row == 0  # an additive mask is 0 where a key is seen
+    return seen.nonzero().flatten()
+
+
+def register() -> None:
+    """Make NAME an attention implementation transformers knows, with sdpa's masks (idempotent)."""
+    AttentionInterface.register(NAME, row_invariant_attention)
+    ALL_MASK_ATTENTION_FUNCTIONS.register(NAME, sdpa_mask)
+
+
+def make_row_invariant(model: Any) -> Any:
+    """Switch a loaded model (an sdpa or eager one) to row-invariant attention, in place; returns it."""
+    register()
+    model.set_attn_implementation(NAME)
+    return model
+
+
+def is_row_invariant(model: Any) -> bool:
+    return getattr(model.config, "_attn_implementation", None) == NAME
+
+
+@contextlib.contextmanager
+def standard_attention() -> Iterator[None]:
+    """Within it, row-invariant models attend as transformers' sdpa does: what transformers' own generate measures
+    (the bench's comparison), and the negative control of the tests."""
+    token = _ENABLED.set(False)
+    try:
+        yield
+    finally:
+        _ENABLED.reset(token)

@@ -1,0 +1,84 @@
+"""Row-invariant attention (models/attention.py): a verify's logits equal single steps', bit for bit, in each CPU
+precision, for a chain and for a token tree; today's sdpa, the negative control, does not."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+import torch
+from helpers.forms import save_form
+
+from specviz.decoding.kvcache import CachedModel
+from specviz.models.attention import is_row_invariant, make_row_invariant, standard_attention
+from specviz.models.precision import PRECISIONS, load_streamed
+from specviz.models.tiny import tiny_model, tiny_pair
+
+VOCAB = 97
+PREFIX = 11
+
+
+@pytest.fixture(scope="module", params=["fp32", "bf16", "int8"])
+def target(request, tmp_path_factory):
+    """The tiny target as load_pair holds it in each precision: streamed, prepacked or int8, row-invariant."""
+    name = request.param
+    form = "float32" if name == "fp32" else "bfloat16"
+    folder = save_form(tiny_model(VOCAB, seed=3, hidden=128, layers=2), tmp_path_factory.mktemp(name) / form, form)
+    return make_row_invariant(load_streamed(folder, PRECISIONS[name], draft=False, quantize=False))
+
+
+def single_steps(model, prefix: list[int], tokens: list[int]) -> torch.Tensor:
+    """The logits after each of `tokens`, fed one at a time after `prefix` (plain decoding)."""
+    cached = CachedModel(model, VOCAB)
+    cached.feed(prefix)
+    return torch.stack([cached.feed([token])[0] for token in tokens])
+
+
+def chain_verify(model, prefix: list[int], tokens: list[int]) -> torch.Tensor:
+    cached = CachedModel(model, VOCAB)
+    cached.feed(prefix)
+    return cached.feed(tokens, logits_to_keep=len(tokens))
+
+
+def ids(count: int, seed: int) -> list[int]:
+    return torch.randint(1, VOCAB, (count,), generator=torch.Generator().manual_seed(seed)).tolist()
+
+
+@pytest.mark.parametrize("rows", [1, 2, 5, 9])
+def test_a_verify_gives_each_row_the_bits_of_a_single_step(target, rows):
+    prefix, tokens = ids(PREFIX, 0), ids(rows, 1)
+    assert torch.equal(chain_verify(target, prefix, tokens), single_steps(target, prefix, tokens))
+
+
+def test_negative_control_transformers_sdpa_does_not(target):
+    """The same check with today's attention fails in every precision (a multi-row verify sums in another order)."""
+    prefix, tokens = ids(PREFIX, 0), ids(9, 1)
+    with standard_attention():
+        assert not torch.equal(chain_verify(target, prefix, tokens), single_steps(target, prefix, tokens))
+
+
+@pytest.mark.parametrize("control", [False, True])
+def test_a_tree_nodes_row_is_the_single_step_after_its_path(target, control):
+    """feed_tree's custom mask: each node sees the cache, its ancestors and itself, gathered in order, so its row is
+    what plain decoding gives once that path is committed (the negative control: sdpa with the mask is not)."""
+    prefix, chain = ids(PREFIX, 2), ids(4, 3)
+    nodes = [(5, 1), (7, 1), (9, 4), (11, 2)]  # (token, parent): parents index chain + nodes
+    with standard_attention() if control else contextlib.nullcontext():
+        cached = CachedModel(target, VOCAB)
+        cached.feed(prefix)
+        rows = cached.feed_tree(chain, nodes, chain_rows=len(chain))
+        fed = chain + [token for token, _ in nodes]
+        parents = list(range(-1, len(chain) - 1)) + [parent for _, parent in nodes]
+        same = [torch.equal(rows[: len(chain)], single_steps(target, prefix, chain))]
+        for j in range(len(chain), len(fed)):
+            path, at = [], j
+            while at >= 0:
+                path.insert(0, fed[at])
+                at = parents[at]
+            same.append(torch.equal(rows[j], single_steps(target, prefix, path)[-1]))
+    assert all(same) != control
+
+
+def test_load_pairs_targets_are_row_invariant_and_their_drafts_are_not():
+    pair = tiny_pair()
+    assert is_row_invariant(pair.target) and not is_row_invariant(pair.draft)
