@@ -115,12 +115,7 @@ STEP = (
         "Run a prose prompt at the sidebar's defaults (γ 5, greedy): how many drafted tokens are kept, and does it "
         "beat plain decoding?",
         _with(GREEDY_DEFAULTS) + (("step.prompt", PROSE), ("step.baseline", True)),
-        "Far fewer drafts are kept than on code: in the recorded runs quoted above the acceptance rate was 37%, "
-        "against 57% with the same settings on a code prompt, and most rounds end with a rejection in their first "
-        "guesses. Your run's own rate is in its results below, and may differ from the recording by a few points "
-        "even on the built-in pair: its default precision is lower than the recording's, and a greedy run that "
-        "takes another word once goes on differently (this prose prompt does; on another pair the rate is that "
-        "pair's own). Whether it beats plain decoding depends on the machine; a slower run explains itself.",
+        "Read your run's Acceptance rate and Speed-up in its results below, beside the code prompt's recorded rate.",
         "The 0.5B draft agrees with the 1.5B target on the obvious next token of code, but prose has many good next "
         "words and the two models pick different ones; every rejected guess is a draft forward wasted.",
     ),
@@ -129,10 +124,8 @@ STEP = (
         "step",
         "Set the temperature to 1.2 on a code prompt: what happens to the acceptance rate, and why?",
         _with(GREEDY_DEFAULTS, temperature=1.2) + (("step.prompt", CODE), ("step.baseline", True)),
-        "Less change than you might expect: in the recorded runs quoted above the acceptance rate was 52% at 1.2, "
-        "against 57% greedy on the same prompt. Sampled, a run moves by several points from one seed to the next, "
-        "so yours may land on either side. Each chip now shows its draw u against min(1, p/q), and a rejection "
-        "is followed by a token drawn from the residual (↻).",
+        "Read your run's Acceptance rate below; each chip now shows its draw u against min(1, p/q), and a "
+        "rejection is followed by a token drawn from the residual (↻).",
         "With sampling a guess d ~ q is kept with probability min(1, p(d)/q(d)), so the expected acceptance is "
         "Σ min(p, q) = 1 − TV(p, q): the overlap of the two whole distributions, not agreement on the top token. "
         "Heat flattens both; where the two models spread their mass alike the overlap stays high, and where the "
@@ -144,9 +137,8 @@ STEP = (
         "step",
         "Switch to the n-gram drafter on a task that repeats the prompt (a rename): which rounds keep its guesses?",
         _with(GREEDY_DEFAULTS, drafter="ngram") + (("step.prompt", RENAME), ("step.baseline", True)),
-        "Only rounds inside the copied code keep guesses, a few of them the whole draft and its bonus token (★); "
-        "where the answer leaves the prompt (the start, the renamed variable) a round finds nothing to copy and is "
-        "one plain target step, or its first guess is rejected. Step with Next and count them.",
+        "Step with Next through the rounds: a round inside the copied code keeps guesses; "
+        "where the answer leaves the prompt a round finds nothing to copy.",
         "The n-gram drafter copies what followed the last occurrence of the current words: no model, no cost, "
         "and right exactly where the answer repeats its prompt.",
     ),
@@ -158,7 +150,7 @@ RACE = (
         "race",
         "Race in greedy mode: are the two texts the same, token for token?",
         _with(GREEDY_DEFAULTS) + (("race.prompt", CODE),),
-        "The identity check is green: both lanes write the same tokens, only at different times.",
+        "Look at the identity check under the race.",
         "In greedy mode a guess is kept only if it is the target's top token, and a rejection is replaced by that "
         "top token: every token is the one plain decoding would have written.",
     ),
@@ -167,11 +159,8 @@ RACE = (
         "race",
         "Race a prose prompt with a long draft (γ 8): who wins?",
         _with(GREEDY_DEFAULTS, gamma=8) + (("race.prompt", PROSE),),
-        "Plain decoding wins: the recorded race quoted above had an acceptance rate of 25% and ran at 0.78×; the "
-        "page explains why under the race and offers a rerun with a shorter γ. A live race on the built-in pair "
-        "keeps the same drafts (greedy); its speed-up is a ratio of two timings and moves with the machine's "
-        "speed and load.",
-        "A round drafts 8 tokens, which together cost more than a target step on this CPU, and keeps few of them; "
+        "Read the race's Speed-up, its mean acceptance length and what a verify pass cost.",
+        "A round drafts 8 tokens, which together cost more than a target step on a CPU, and keeps few of them; "
         "on the Theory page γ 8 pays with the measured times only when most of its guesses are kept.",
     ),
     Experiment(
@@ -179,11 +168,8 @@ RACE = (
         "race",
         "Race the rename task with the auto schedule and 8 lookup guesses per draft pass: how large is the speed-up?",
         _with(GREEDY_DEFAULTS, schedule="auto", lookahead=8) + (("race.prompt", RENAME),),
-        "Speculation wins: the recorded race quoted above had an acceptance rate of 92% and ran at 2.70×; long "
-        "stretches appear in the speculative lane a round at a time. A live race can land far lower, even below "
-        "plain decoding on a busy machine: the auto schedule sets each draft's length from the times it measures, "
-        "so where a draft or a verify pass is slow it drafts shorter and keeps fewer tokens per pass. Its own "
-        "numbers, and why it was slow, are under it.",
+        "Read the race's Speed-up, its mean acceptance length and what a verify pass cost; the auto "
+        "schedule sets each draft's length from the times it measures.",
         "The answer copies the prompt, so prompt lookup guesses long runs right, the draft agrees with it at the "
         "cost of one pass, and the auto schedule drafts long while the draft is confident.",
     ),
@@ -193,10 +179,9 @@ THEORY = (
     Experiment(
         "gamma8_threshold",
         "theory",
-        "At what acceptance rate does γ 8 stop paying on this CPU?",
+        "At what a does γ 8 stop paying with the recorded verify costs?",
         (("theory.g", 8), ("theory.c", 0.16), ("theory.a", 0.61)),
-        "At a = 0.61 the Speed-up, measured times shows 1.00×: below it γ 8 loses. The formula's Speed-up, which "
-        "counts a verify as one plain step, still shows 1.11×: it breaks even at a lower a.",
+        "Read the two speed-ups beside the sliders, and move a to find where the measured one crosses 1×.",
         "Eight drafts cost 8·c, more than a whole target step, per round, and the verify pass over all of them "
         "costs more than one step on a CPU; only a round that keeps most of its guesses earns that back.",
         run=False,
@@ -206,7 +191,7 @@ THEORY = (
         "theory",
         "A cheap, accurate draft (a = 0.9, c = 0.05): what is the best γ?",
         (("theory.a", 0.9), ("theory.c", 0.05), ("theory.g", 13)),
-        "The optimal γ is 13, for a speed-up of 4.67×.",
+        "Read the Optimal γ beside the sliders.",
         "When a draft token costs little and is usually right, each extra guess still adds expected tokens "
         "(a^γ shrinks slowly at a = 0.9) for a small cost; the optimum moves out.",
         run=False,
@@ -214,9 +199,9 @@ THEORY = (
     Experiment(
         "prose_gamma",
         "theory",
-        "With a prose-like acceptance (a = 0.6) and this CPU's c: does a longer draft help?",
+        "With a prose-like acceptance (a = 0.6) and the recorded c: does a longer draft help?",
         (("theory.a", 0.6), ("theory.c", 0.16), ("theory.g", 8)),
-        "No: γ 8 gives less than the optimal γ of 2 (3 with the measured times), about 1.5× at best.",
+        "Compare the Speed-up at this γ with the one at the Optimal γ beside the sliders.",
         "At a = 0.6 a draft of γ tokens is fully accepted with probability 0.6^γ: guesses after the first few "
         "are almost always thrown away, but each still costs c.",
         run=False,
@@ -235,9 +220,7 @@ LAB = (
             ("lab.drafters", ["model"]),
             ("lab.schedules", ["constant"]),
         ),
-        "Code keeps more than prose at both temperatures: in the recorded batch quoted above, 57% greedy on code "
-        "against 37% on prose, and the temperature moves each by a few points, not always down. Your batch's "
-        "table below is its own: on the built-in pair within a few points of the recording (a lower precision).",
+        "Read the acceptance rate column of the table, code against prose at each temperature.",
         "The text decides most: code has one obvious next token far more often than prose. The temperature "
         "changes the test (greedy: the two top tokens agree; sampling: kept with probability min(1, p/q), "
         "on average the overlap Σ min(p, q)), and the overlap can be as large as the top-token agreement.",
@@ -253,10 +236,7 @@ LAB = (
             ("lab.drafters", ["model", "ngram"]),
             ("lab.schedules", ["constant"]),
         ),
-        "Copying works only where the answer repeats the prompt: in the recorded batch quoted above the n-gram "
-        "drafter's acceptance rate is 36% on the rename prompt and 4% on prose. The draft model keeps more on "
-        "both (76% on the rename) and on this CPU it is faster on both too (the table's tokens/s): copying wins "
-        "nowhere here. Its guesses cost no forward pass, which pays where a draft model is dear.",
+        "Read the table's tokens / s, each drafter on the same prompt.",
         "Prompt lookup can only guess text that already occurred; a rename or a spelling fix repeats its prompt, "
         "prose does not. Its guesses cost no model, so even a low rate can pay where the draft model's cannot.",
     ),
@@ -272,9 +252,7 @@ LAB = (
             ("lab.schedules", ["constant"]),
             ("cfg.gamma", 5),
         ),
-        "No steady fall: counting only checked tokens, the recorded batch quoted above accepted 71% at position 1 "
-        "and 94% at position 4 (later positions are reached less often). Your batch's By draft position tab "
-        "shows its own pair's; a few runs make a noisy curve.",
+        "Open the By draft position tab: the share of checked guesses kept at each position.",
         "The theory assumes one rate a for every position. Real drafts are conditioned on the guesses before "
         "them: a guess is checked only if all before it were kept, and those rounds are the predictable ones.",
     ),
@@ -286,8 +264,7 @@ LOSSLESS = (
         "lossless",
         "Turn on Break the algorithm: which bar moves, and why does the residual fix it?",
         (("lossless.broken", True),),
-        "TV(speculative, p) jumps far above the noise floor (TV of direct samples), towards TV(draft alone, p): "
-        "the red bars leave p's wherever q differs from p, over-shooting on the tokens q over-weights.",
+        "Compare TV(speculative, p) with the noise floor and with TV(draft alone, p).",
         "Redrawing from q after a rejection gives q's shape a second time, so the tokens the draft over-weights "
         "come out too often. The residual norm(max(0, p − q)) adds exactly the mass the accepted draws miss: "
         "min(p, q) + (p − q)⁺ = p.",
@@ -298,7 +275,7 @@ LOSSLESS = (
         "lossless",
         "Draw only 1,000 samples: is the speculative histogram still as close to p as direct samples are?",
         (("lossless.n", 1_000), ("lossless.broken", False)),
-        "Both distances grow (the noise floor rises with fewer samples), and they stay about equal.",
+        "Compare TV(speculative, p) with TV(direct samples of p, p).",
         "The speculative samples follow p exactly, so they are exactly as noisy as direct samples of p: "
         "TV of n samples shrinks like 1/√n for both.",
         run=False,
@@ -309,7 +286,7 @@ LOSSLESS = (
         "Allow 2 alternatives after a rejection: does the chance that a draft token is kept go up, and is the "
         "result still p?",
         (("lossless.alternatives", 2), ("lossless.broken", False)),
-        "P(kept) is above P(accept), and TV(speculative, p) stays at the noise floor.",
+        "Compare P(kept) with P(accept), and TV(speculative, p) with the noise floor.",
         "Each further candidate c ~ q is kept with probability min(1, r(c)/q(c)), r what the rejections left of "
         "p: the same step with r in place of p, so the argument that makes one step exact holds again.",
         run=False,
@@ -322,8 +299,7 @@ HEADS = (
         "heads",
         "Which Medusa head is most accurate, and why does accuracy fall with k?",
         (("heads.kind", "medusa"), ("heads.count", 4)),
-        "Head 1: on held-out answers its guess is the target's own token 38% of the time, head 4's only 8% (the "
-        "recorded training quoted above). Medusa-1's heads on Vicuna (the chart's markers) fall the same way.",
+        "Read each head's accuracy on held-out answers.",
         "Every head reads the same h_t, the state at the last token, and head k must guess k + 1 positions on "
         "without seeing the k tokens in between: each unseen token multiplies the ways the text can go on. Only "
         "the first guesses of a draft are usually kept, so a long Medusa draft buys little.",
@@ -334,9 +310,7 @@ HEADS = (
         "heads",
         "Medusa or EAGLE: which one's first guess is better, and what does each see?",
         (("heads.kind", "eagle"),),
-        "EAGLE ahead here: the EAGLE head is right 42% of the time, Medusa's first head 38%, both trained on the "
-        "same answers of the same target. The gap is about twice what another seed moves either by (about 2 "
-        "points).",
+        "Compare EAGLE's first guess with Medusa's first head.",
         "Both guess the same token, the one after the target's next. Medusa's head sees only h_t; EAGLE's layer "
         "sees the feature f_t and the token the target just chose, and then runs again on its own guess, so its "
         "later guesses see the ones before them, where Medusa's later heads are blind (their accuracy falls fast: "
@@ -350,10 +324,7 @@ HEADS = (
         "heads",
         "Why does sampling with the heads stay lossless while Medusa's typical acceptance is not?",
         (("heads.kind", "medusa"),),
-        "The text's distribution does not depend on the drafter: the target keeps a head's guess d with probability "
-        "min(1, p(d)/q(d)), q the head's own distribution (zero outside its output vocabulary of 2,431 tokens), "
-        "and on a rejection draws from norm(max(0, p − q)). Typical acceptance keeps d whenever p(d) is above a "
-        "threshold, and never draws from a residual.",
+        "Nothing to read off a chart here: the answer is in the rule.",
         "min(p, q) + (p − q)⁺ = p whatever q is, so a head, however weak, changes only the speed; a token the "
         "head cannot propose (q = 0) is still reached through the residual, which equals p there. Typical "
         "acceptance keeps every token the target finds plausible enough, so the text follows a truncated, "
@@ -373,15 +344,13 @@ BATCHING = (
     Experiment(
         "batching_break_even",
         "batching",
-        "At which batch size does speculation at γ = 4 stop paying on this CPU, and is it the verify's cost or "
+        "At which batch size does speculation at γ = 4 stop paying on the recorded CPU, and is it the verify's cost or "
         "acceptance?",
         BATCHING_SHOWN,
-        "At B = 4: the recorded result measured 1.55× with one row and 0.84× with four; two rows still gained a "
-        "little (1.09×). The reading above names the cause: a round's cost rose more than what it gave each row "
-        "fell, so the verify's cost ends the gain here.",
+        "Read the speed-up at each batch size in the table, and the reading above it.",
         "Rows still decoding commit about as many tokens per row per round as alone (the table's two columns); a "
         "round gives less only as finished rows wait for the batch's last ones. The verify's cost grows with B: a "
-        "forward is flat only over a few tokens on this CPU, and at four rows a verify already covers twenty. A "
+        "forward is flat only over a few tokens on a CPU, and at four rows a verify already covers twenty. A "
         "batch that waits for its slowest row at every round loses more (the table's column of the waiting batch).",
         run=False,
     ),
@@ -391,8 +360,7 @@ BATCHING = (
         "Compare the throughput of plain decoding at B = 16 with speculative decoding at B = 1: which serves more "
         "tokens per second?",
         BATCHING_SHOWN,
-        "Plain decoding at B = 16 serves 72.5 tokens/s, about six times the 11.4 tokens/s of speculative decoding "
-        "at B = 1 (the recorded result quoted above, the throughput chart's end points).",
+        "Read the throughput chart's two ends.",
         "Both spend the same spare compute: a forward over a few tokens costs about what one token costs. A batch "
         "fills it with tokens that are all kept, speculation with guesses that may be thrown away. A loaded "
         "server gets more from the batch, which is why serving engines lower γ as the batch grows; speculation "
@@ -404,8 +372,7 @@ BATCHING = (
         "batching",
         "Where does T(n), the target's forward over n tokens, stop being flat?",
         BATCHING_SHOWN,
-        "After about six tokens: in the recorded result quoted above, up to six tokens cost within a fifth of one "
-        "(0.130 s for one, 0.141 s for six); from eight on it climbs (0.225 s at sixteen), as T(n)'s chart shows.",
+        "Read T(n)'s chart: where it leaves the flat line.",
         "Below the knee a forward is memory-bound: its time goes into reading the weights once, and a few more "
         "tokens ride along almost free. Past it the arithmetic dominates and the cost grows with n, so every "
         "drafted token that is rejected costs real time.",
@@ -431,9 +398,7 @@ LEARNING = (
         "Does the traffic drafter learn? Compare its draft tokens accepted per round over the first 5 requests of the "
         "recorded stream with the last 5.",
         (),  # the recorded stream above answers it: nothing to set
-        "It does: over the first 5 requests of the recorded stream quoted above the traffic drafter accepted 0.62 "
-        "draft tokens per round, over the last 5 5.98, while the draft model's line stays level: its store found "
-        "a match for few drafts at first and for nearly all at the end.",
+        "Compare the traffic drafter's line at the start of the recorded stream with its end.",
         "It has no weights to train: what it learns is the store. Each finished request adds its text, so a later "
         "request built from the same template finds a long earlier match, and its guesses are copies of text "
         "that is about to recur (free ones: no draft forward). The draft model never changes; its numbers move "
@@ -446,9 +411,7 @@ LEARNING = (
         "What happens to the traffic drafter when the stream switches from Python to JavaScript (request 17), "
         "and how fast does it recover?",
         (),  # the recorded stream above answers it: nothing to set
-        "At request 17 it accepted 0.45 draft tokens per round, against 2.96 on average over the 5 Python "
-        "requests before (the recorded stream quoted above); the draft model barely moves. It comes back without "
-        "retraining, template by template: within about a dozen JavaScript requests it is near its Python level.",
+        "Find the switch on the chart, and the traffic drafter's line after it.",
         "Its store held Python only: a JavaScript request matches short, generic pieces of it, and what followed "
         "them in Python is wrong. Each JavaScript request that finishes joins the store, and a later one from the "
         "same template finds long matches again: it recovers without retraining, template by template (the first "
@@ -462,9 +425,7 @@ LEARNING = (
         "learning",
         "On prompts that share nothing, which source does the controller pick, and what does a wrong pick cost?",
         (("learning.what", "mine"), ("learning.request", TRANSLATION)),  # this page's form only
-        "The draft model, every time: in the recorded bench quoted above the controller drafted from the model in "
-        "all 90 of its drafting rounds, never from traffic, and ran 1.00× as fast as the draft model alone over "
-        "the last 5 prompts. Run this prompt yourself to see one request's choice; short requests' timings vary.",
+        "The recorded bench answers it; run this prompt yourself to see one request's choice.",
         "Each round the controller takes the source expected to commit the most tokens per second, from each "
         "one's measured acceptance (traffic's by match length) and measured costs, and the draft model is the "
         "floor: a traffic option counts its first token's rate at a lower confidence bound, so a kind of match "

@@ -9,11 +9,13 @@ from __future__ import annotations
 import streamlit as st
 import streamlit.components.v1 as components
 
-from specviz.lessons import experiments
+from specviz.lessons import answers, experiments
 from specviz.lessons.experiments import Experiment
+from specviz.lessons.screen import Made, Screen, made_of
 
 from .advice import apply_settings
 from .quoted import quoted_words
+from .screens import screen_of
 from .state import key, page_state
 
 
@@ -35,6 +37,20 @@ def revealed(experiment: Experiment) -> bool:
     return job is not None and job.finished and job.state != "failed"
 
 
+def computed_answer(experiment: Experiment, screen: Screen) -> str:
+    """The answer from what the page shows right then (lessons/answers.py); "" where it shows nothing to read."""
+    if screen.trace is None and not screen.runs and screen.data is None and not screen.values:
+        return ""
+    return answers.answer(experiment.id, screen)
+
+
+def recorded_made(experiment: Experiment, screen: Screen) -> Made | None:
+    """The recording an answer may quote: the experiment's recorded run (Step through, Race), else the result shown."""
+    if experiment.page in ("step", "race"):
+        return made_of(screen.recordings.get(experiment.id) or screen.recordings.get("identical"))
+    return screen.made
+
+
 def _experiment(experiment: Experiment, number: int) -> None:
     question, button = st.columns([5, 1.3], vertical_alignment="center")
     question.markdown(f"**{number}.** {experiment.question}")
@@ -52,9 +68,13 @@ def _experiment(experiment: Experiment, number: int) -> None:
     if page_state(experiment.page).experiment == experiment.id and experiment.settings:
         st.caption(experiments.changes_words(experiment))
     if revealed(experiment):
-        if (recording := quoted_words(experiment.id)) is not None:
-            st.caption(recording)  # the numbers the answer quotes, beside it: the page may show another run
-        st.success(f"**What you should see.** {experiment.observe}\n\n**Why.** {experiment.reason}")
+        screen = screen_of(experiment.page)
+        found = computed_answer(experiment, screen)
+        if (recording := quoted_words(experiment.id, found, recorded_made(experiment, screen))) is not None:
+            st.caption(recording)  # the recording's numbers the answer quotes, beside it, named as a recording
+        if found and (points := answers.beside(experiment.id, screen)) is not None:
+            st.caption(points)  # numbers the page's chart shows only on hover
+        st.success(f"**What you should see.** {experiment.observe} {found}\n\n**Why.** {experiment.reason}")
     elif page_state(experiment.page).experiment == experiment.id:
         st.caption("Running… what to look for appears here when the run has finished.")
 

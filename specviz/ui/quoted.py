@@ -1,6 +1,6 @@
-"""The recording an experiment's answer quotes, and the numbers it quotes, read from the shipped file and drawn beside
-the answer (issue 43): a learner can check every number of an answer against the screen, even where the page now
-shows a live run on another pair (the tiny test pair, or another machine's timings)."""
+"""The recording an experiment's answer quotes, named by its machine, precision and date, and the numbers it quotes,
+read from the shipped file and drawn beside the answer (issues 43, 55): a learner can check every number of an answer
+against the screen. The answer itself is computed from what the page shows (ui/screens.py, lessons/answers.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from specviz.drafters.heads_report import RECORDED as HEADS
 from specviz.drafters.heads_report import load_report
 from specviz.lessons import lab
 from specviz.lessons.recorded import load_lab
+from specviz.lessons.screen import Made
 from specviz.runs import speedup
 from specviz.traces.batching import load_batching
 from specviz.traces.trace import Trace, load_trace
@@ -88,6 +89,11 @@ def _drift() -> list[str]:
         f"the 5 Python requests before it {before:.2f}",
         f"request {at + 1} {rows[at]['traffic']['mean_accepted_per_round']:.2f}",
     ]
+
+
+def bench_prompts() -> dict:
+    """The recorded bench of prompts that share nothing, the Learning page's third experiment quotes."""
+    return _learning("bench_prompts_amx")
 
 
 def _bench() -> list[str]:
@@ -168,9 +174,12 @@ QUOTED: dict[str, tuple[str, Callable[[], list[str]]]] = {
 }
 
 
-def quoted_words(experiment_id: str) -> str | None:
-    """'From <recording>: <fact> · <fact>', or None when the answer quotes only what the page itself shows."""
-    if experiment_id not in QUOTED:
+def quoted_words(experiment_id: str, answer: str, made: Made | None) -> str | None:
+    """'The answer below quotes <the recording, made on ...>, <what>: <fact> · <fact>', or None when the answer quotes
+    no recording (only what the page itself shows, measured now)."""
+    if made is None or "on the recording" not in answer:
         return None
+    if experiment_id not in QUOTED:
+        return f"**The answer below quotes** the result {made.words[3:]}."
     label, facts = QUOTED[experiment_id]
-    return f"**The answer below quotes** {label}: " + " · ".join(facts())
+    return f"**The answer below quotes** {made.words[3:]}, {label}: " + " · ".join(facts())
