@@ -1,4 +1,4 @@
-"""Batching: speculative decoding's speed-up as the batch grows, measured (recorded for this CPU, or run live)."""
+"""Batching: speculative decoding's speed-up as the batch grows, measured (a recording, or your run live)."""
 
 import streamlit as st
 

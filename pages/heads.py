@@ -69,7 +69,8 @@ if not state.busy:
     ui.heads_result(PAGE, ui.heads_recorded(), settings)
     st.markdown(
         "Then pick **Medusa** or **EAGLE** as the drafter in the sidebar and run Step through or the Race: the chips "
-        "show each head's q beside the target's p. `python -m specviz bench --compare-drafters "
-        "model,ngram,medusa,eagle` races them all on the same prompts."
+        "show each head's q beside the target's p. The benchmark can also race all four drafters on the same "
+        "prompts."
     )
+    ui.how_recorded("python -m specviz bench --compare-drafters model,ngram,medusa,eagle", title="How to race them")
     st.markdown(ui.HEADS_TREE_WORDS)

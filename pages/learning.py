@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from specviz import ui
+from specviz import markup, ui
 
 ui.page_guard()
 
@@ -46,14 +46,17 @@ with st.expander("How the traffic drafter works, and where it comes from", expan
 
 recorded = ui.recorded_stream()
 if recorded is None:
-    st.warning("The recorded stream (assets/learning/inventory_drift.json) is missing or damaged.")
+    st.warning("The recorded stream is missing or damaged, so it is not shown.")
 else:
     st.subheader(f"Recorded: {len(recorded['requests'])} code-editing requests, Python then JavaScript")
+    pair = recorded["pair"]
+    origin = markup.recorded_on(pair.get("device"), pair.get("dtype"), None)
     st.caption(
-        f"Recorded with `python -m specviz bench --stream assets/streams/inventory_drift.json` on "
-        f"{recorded['pair'].get('device', 'cpu')}: {recorded['pair'].get('target', '')} ← "
-        f"{recorded['pair'].get('draft', '')}, greedy, {recorded['config']['max_new_tokens']} new tokens per request."
+        f"{origin[:1].upper()}{origin[1:]}: "
+        f"{markup.md(pair.get('target', ''))} ← {markup.md(pair.get('draft', ''))}, greedy, "
+        f"{recorded['config']['max_new_tokens']} new tokens per request."
     )
+    ui.how_recorded("python -m specviz bench --stream assets/streams/inventory_drift.json")
     ui.learning_view(recorded["requests"], recorded["summary"], "recorded")
 
 ui.side_channel_section()

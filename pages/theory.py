@@ -53,12 +53,12 @@ with right:
     c_measured = theory.measured_cost_ratio(curve) if curve is not None else None
     if c_measured is not None:
         st.button(
-            f"Use the measured c = {c_measured:.3f}",
+            f"Use the recorded c = {c_measured:.3f}",
             key=k(PAGE, "use_c"),
             on_click=ui.use_measured_c,
             args=(c_measured,),
-            help="One draft step ÷ one target step, as the benchmark timed them (see "
-            "Measured on this machine, below); rounded to the slider's 0.01.",
+            help=f"One draft step ÷ one target step, as the benchmark timed them, {markup.curve_origin(curve)} "
+            "(see Measured by the benchmark, below); rounded to the slider's 0.01.",
         )
     best = theory.optimal_gamma(a, c, 16)
     st.metric("Mean acceptance length", f"{theory.expected_tokens(a, g):.2f}", help="Tokens per target pass.")
@@ -75,7 +75,7 @@ with right:
         n1.metric(
             "Speed-up, measured times",
             f"{theory.measured_speedup(a, g, curve):.2f}×",
-            help="The same a and γ, with this machine's draft and target times and the verify cost it measured.",
+            help="The same a and γ, with the recording's draft and target times and the verify cost it measured.",
         )
         n2.metric(
             "Optimal γ, measured times",
@@ -83,7 +83,8 @@ with right:
             help=f"Best speed-up {theory.measured_speedup(a, best_m, curve):.2f}× with the measured times (γ ≤ 16).",
         )
         st.caption(
-            f"With the measured times (c = {c_measured:.3f}, verify as timed) the best γ is {best_m}; "
+            f"With the recorded times (c = {c_measured:.3f}, {markup.curve_origin(curve)}; verify as timed) the "
+            f"best γ is {best_m}; "
             f"the formula says {best} at c = {c:.2f}. Set c to the measured value to compare like with like: "
             "then only the verify cost differs."
         )

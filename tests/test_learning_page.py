@@ -49,12 +49,24 @@ def open_page(monkeypatch, learning_file: Path) -> AppTest:
 def test_the_recorded_curve_shows_at_once(monkeypatch, recorded):
     at = open_page(monkeypatch, recorded)
     assert "learns from the requests" in at.title[0].value
-    assert any("Recorded with" in c.value for c in at.caption)
+    assert any(c.value.startswith("Recorded on ") for c in at.caption)  # its machine and precision, no command
+    assert not any("python -m" in c.value for c in at.caption)
+    assert any("python -m specviz bench --stream" in c.value for c in at.code)  # under "How this was recorded"
     # 3 requests: first and latest (windows of 5 would overlap), and a word on when the windows come
     assert sorted(m.label for m in at.metric) == ["first request", "latest request", "÷ model"]
     assert any("With 10 or more requests these compare the first 5 with the last 5" in c.value for c in at.caption)
     assert any(c.value.startswith("The traffic store after request 3: ") for c in at.caption)
     assert any("traffic changes at request 3" in c.value for c in at.caption)  # the phase switch
+    # the traffic drafter's numbers at the switch, which the guided answer cites, in the text (not only on hover)
+    rows = json.loads(recorded.read_text(encoding="utf-8"))["requests"]
+    at_switch = 2  # request 3, as above
+    before = [r["traffic"]["mean_accepted_per_round"] for r in rows[max(0, at_switch - 5) : at_switch]]
+    said = (
+        f"The traffic drafter alone: {sum(before) / len(before):.2f} draft tokens accepted per round over the "
+        f"{len(before)} requests before the change, {rows[at_switch]['traffic']['mean_accepted_per_round']:.2f} at "
+        f"request {at_switch + 1}."
+    )
+    assert any(said in c.value for c in at.caption)
     assert any("controller's own work" in c.value and "ms per round" in c.value for c in at.caption)
 
 

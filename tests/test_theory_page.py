@@ -11,7 +11,7 @@ import pytest
 from helpers.app import APP, ROOT, finish, go
 from streamlit.testing.v1 import AppTest
 
-from specviz import charts
+from specviz import charts, markup, ui
 from specviz.lessons import theory
 
 REAL_CURVE = ROOT / "assets" / "verify_curve_cpu.json"
@@ -212,7 +212,8 @@ def test_page_shows_the_measured_curve(monkeypatch, tmp_path):
     curve = theory.load_verify_curve(REAL_CURVE)
     at = theory_page(monkeypatch, tmp_path, None)
     text = page_text(at)
-    assert "### Measured on this machine" in text
+    assert "### Measured by the benchmark: a recording" in text
+    assert markup.curve_origin(curve) in text  # a recording names its machine, precision and date (issue 55)
     for fact in (
         curve["device_name"],
         f"{curve['threads']} threads",
@@ -223,7 +224,8 @@ def test_page_shows_the_measured_curve(monkeypatch, tmp_path):
         f"median of {curve['samples']}",
     ):
         assert fact in text, fact
-    assert not any(".venv/bin/python -m specviz bench" in i.value for i in at.info)
+    assert not any(ui.curves.NO_CURVE in i.value for i in at.info)
+    assert not any("python -m" in m for m in (*text.splitlines(), *(i.value for i in at.info)))  # in the expander
     names = chart_names(at)
     assert any("Leviathan's assumption: a verify costs one step" in n for n in names)
     assert any(f"measured optimal γ = {theory.measured_optimal_gamma(0.8, curve, 16)}" in n for n in names)
@@ -242,7 +244,8 @@ def test_page_shows_the_measured_curve(monkeypatch, tmp_path):
 
 def test_page_explains_how_to_measure_when_there_is_no_curve(monkeypatch, tmp_path):
     at = theory_page(monkeypatch, tmp_path, tmp_path / "no-curves")
-    assert any(".venv/bin/python -m specviz bench" in i.value for i in at.info)
+    assert any(ui.curves.NO_CURVE in i.value for i in at.info)
+    assert any(c.value == ui.curves.BENCH_COMMAND for c in at.code)  # the command, under "How this was recorded"
     assert not at.warning
     assert metric(at, "Optimal γ") == "6"  # the formula still works
     assert metric(at, "Optimal γ, measured times") is None
@@ -254,7 +257,8 @@ def test_page_survives_a_damaged_curve(monkeypatch, tmp_path):
     (tmp_path / "verify_curve_cpu.json").write_text('{"format": "specviz-verify-curve", "target_seconds": [')
     at = theory_page(monkeypatch, tmp_path, tmp_path)
     assert any("verify_curve_cpu.json" in w.value for w in at.warning)
-    assert any(".venv/bin/python -m specviz bench" in i.value for i in at.info)
+    assert any(ui.curves.NO_CURVE in i.value for i in at.info)
+    assert any(c.value == ui.curves.BENCH_COMMAND for c in at.code)  # the command, under "How this was recorded"
     assert metric(at, "Optimal γ") == "6"
     assert metric(at, "Optimal γ, measured times") is None
 

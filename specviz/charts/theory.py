@@ -217,13 +217,13 @@ def expected_tokens_figure(a: float, g: int, points: Sequence[MeasuredPoint] = (
             hovertemplate="%{customdata[0]}<br>a = %{x:.2f}, γ ≈ %{customdata[1]:.1f}: "
             "%{y:.2f} tokens per target pass<extra></extra>",
         )
-    fig.update_xaxes(title_text="a (acceptance rate)", range=[0, 1])
+    fig.update_xaxes(title_text="a (expected acceptance)", range=[0, 1])
     fig.update_yaxes(title_text="mean acceptance length", rangemode="tozero")
     return _layout(fig, "Expected mean acceptance length", height=420)
 
 
 def optimal_gamma_map(a: float, c: float, gamma_max: int = 16) -> go.Figure:
-    """Which gamma maximises the speed-up, for every acceptance rate a and cost ratio c."""
+    """Which gamma maximises the speed-up, for every expected acceptance a and cost ratio c."""
     xs = [round(0.05 * i, 2) for i in range(1, 20)]  # a: 0.05 .. 0.95
     ys = [round(0.02 * i, 2) for i in range(0, 26)]  # c: 0 .. 0.5
     z = [[theory.optimal_gamma(x, y, gamma_max) for x in xs] for y in ys]
@@ -245,6 +245,6 @@ def optimal_gamma_map(a: float, c: float, gamma_max: int = 16) -> go.Figure:
         showlegend=False,
         marker=dict(size=13, color="white", line=dict(color="black", width=2)),
     )
-    fig.update_xaxes(title_text="a (acceptance rate)")
+    fig.update_xaxes(title_text="a (expected acceptance)")
     fig.update_yaxes(title_text="c (draft cost / target cost)")
     return _layout(fig, "Optimal γ", height=360)

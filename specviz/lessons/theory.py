@@ -1,6 +1,7 @@
 """Leviathan et al. (2023), "Fast Inference from Transformers via Speculative Decoding", section 3.
 
-a = acceptance rate (probability that one drafted token is accepted, assumed i.i.d.),
+a = expected acceptance (probability that one drafted token is accepted, assumed i.i.d.; not the acceptance
+rate, accepted / drafted, which also counts the tokens thrown away unchecked after a rejection),
 g = gamma (draft length), c = cost ratio (one draft step / one target step).
 """
 
@@ -50,7 +51,7 @@ def speedup_curve(a: float, c: float, gammas: Sequence[int]) -> list[float]:
 
 def measured_speedup(a: float, g: int, curve: dict) -> float:
     """measured_speedup_prediction with the times of a verify-cost curve (assets/verify_curve_<device>.json,
-    written by `python -m specviz bench`): t_target = its one-token time, t_draft = its draft step,
+    written by the benchmark): t_target = its one-token time, t_draft = its draft step,
     t_verify(g) = its time for g+1 tokens (extended linearly past its last g)."""
     return measured_speedup_prediction(
         a, g, curve["target_step_seconds"], curve["draft_step_seconds"], curve_time(curve, g)

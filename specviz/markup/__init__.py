@@ -44,11 +44,31 @@ from .explain import (
 from .kv import kv_cache_html
 from .loop import LINES as LOOP_LINES
 from .loop import round_code_html
+from .provenance import (
+    HOW_RECORDED,
+    LIVE,
+    NOTHING_DRAFTED,
+    curve_origin,
+    note_where,
+    note_words,
+    rate_shown,
+    recorded_on,
+    trace_origin_words,
+)
 from .text import clock_html, lane_html, plain_text_html, text_html
 from .tree import tree_html
 
 __all__ = [
     "A_BRIDGE",
+    "HOW_RECORDED",
+    "LIVE",
+    "NOTHING_DRAFTED",
+    "curve_origin",
+    "note_where",
+    "note_words",
+    "rate_shown",
+    "recorded_on",
+    "trace_origin_words",
     "LOOP_LINES",
     "MAX_CELLS",
     "MAX_CHIPS",

@@ -30,18 +30,23 @@ EXPLANATION = (
     "speculative tokens per batch size, down to 0 (speculation off) for large batches. Here a batch keeps its rows "
     "to the end, so rows that finished early also wait through its last rounds; the reading above says which of "
     "the two ends the gain in this run. "
-    "The best γ at each B follows from the batch's own forward times and the acceptance rate: "
+    "The best γ at each B follows from the batch's own forward times and **a**: "
     "E(a, γ) T(B) / (γ t_draft(B) + T_verify(B, γ)), T_verify the target's forward over B rows of γ + 1 tokens. A "
-    "GPU's knee lies at hundreds to thousands of tokens; this CPU's lies much lower."
+    "GPU's knee lies at hundreds to thousands of tokens; a CPU's lies much lower.\n\n"
+    "**a** here is Leviathan's expected acceptance, estimated as the table's column says: the drafts the target "
+    "kept ÷ the drafts it checked. It is not the acceptance rate (accepted ÷ drafted, the serving engines' term), "
+    "which is lower: it also counts the drafts thrown away unchecked after a rejection."
 )
 
 
 def source_html(doc: dict, recorded: bool) -> str:
-    """One line: recorded or this session's run, where, when, which pair and settings."""
-    badge = "recorded" if recorded else "your run"
+    """One line: recorded (on which machine, at which precision, when) or this session's run, measured on this
+    machine now; which pair and settings."""
+    badge = "recorded" if recorded else "your run, measured on this machine now"
     return (
         f'<div class="sv-note"><b>{esc(badge)}</b> · {esc(clip(doc["device_name"], 120))} '
-        f"({esc(doc['device'])}, {esc(doc['threads'])} threads) · {esc(clip(doc['measured_at'], 40))} · "
+        f"({esc(doc['device'])}, {esc(doc['threads'])} threads, {esc(clip(doc.get('dtype', '?'), 20))}) · "
+        f"{esc(clip(doc['measured_at'], 40))} · "
         f"{esc(clip(doc['target'], 80))} ← {esc(clip(doc['draft'], 80))} · γ = {esc(doc['gamma'])}, "
         f"{esc(doc['max_new_tokens'])} new tokens per row, temperature {esc(doc['temperature'])}</div>"
     )
@@ -64,8 +69,8 @@ def _yield(entry: dict) -> float:
 
 
 def _catch_up(row: dict, gamma: int) -> tuple[float, float]:
-    """(the draft's first forward of a round over two tokens per row, timed; the measured acceptance rate a, which
-    says how often a round starts with it). Files before version 4: (a step, 0: never)."""
+    """(the draft's first forward of a round over two tokens per row, timed; the measured a, kept / checked
+    drafts, which says how often a round starts with it). Files before version 4: (a step, 0: never)."""
     step, a = row["draft_step_seconds"], row["ragged"].get("acceptance")
     if row.get("draft_catch_up_seconds") is None or a is None:
         return step, 0.0
@@ -104,7 +109,7 @@ def _wide_first(row: dict, gamma: int) -> str:
         return ""
     return (
         f", the first one {wide:.3f} s in the {share:.0%} of rounds that follow one where some row accepted all γ "
-        "drafts (1 − (1 − a^γ)^B, a the acceptance rate), as it also reads the last of them"
+        "drafts (1 − (1 − a^γ)^B, a the share of checked drafts kept), as it also reads the last of them"
     )
 
 
@@ -183,7 +188,7 @@ def _gammas(rows: list[dict]) -> str:
     off = f" (off: none of γ = {tried} beats plain decoding)" if any(r["best_gamma"] == 0 for r in rows) else ""
     return (
         f"- **γ by batch size.** Measured best: {best}{off}. The prediction from the forward times, the draft's "
-        f"step and the acceptance rate {said}" + (f"; it picks otherwise at {', '.join(differ)}." if differ else ".")
+        f"step and a {said}" + (f"; it picks otherwise at {', '.join(differ)}." if differ else ".")
     )
 
 
@@ -218,7 +223,7 @@ def _runs(doc: dict) -> str:
     spread = ", ".join(f"{s:.2f}×" for s in ragged["speedups"])
     return (
         f"- **Each speed-up is the middle of {runs} runs**, each right after a plain run of the same rows and each "
-        f"with its own prediction: this CPU's speed drifts from minute to minute (B = {doc['rows'][0]['batch']} at "
+        f"with its own prediction: the machine's speed drifts from minute to minute (B = {doc['rows'][0]['batch']} at "
         f"γ = {doc['gamma']}, in the order they ran: {spread}; the page shows {ragged['measured_speedup']:.2f}×)."
     )
 

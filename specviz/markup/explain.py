@@ -9,6 +9,7 @@ from __future__ import annotations
 from specviz.traces.trace import RoundEvent, Trace
 
 from .base import code, count, md, md_fmt, md_prob, round_ending
+from .provenance import note_words
 
 
 def _rejection(event: RoundEvent, greedy: bool, j: int) -> list[str]:
@@ -298,7 +299,8 @@ def trace_caption(trace: Trace) -> str:
     sampling = "greedy" if c.greedy else f"temperature {md_fmt(c.temperature, 'g')}"
     top_k = f", top-k {md(c.top_k)}" if c.top_k else ""
     top_p = f", top-p {md_fmt(c.top_p, 'g')}" if is_below_one(c.top_p) else ""
-    note = f" · {md(trace.note)}" if trace.note else ""
+    words = note_words(trace.note or "")[0]  # the tool that recorded it is no part of the sentence
+    note = f" · {md(words)}" if words else ""
     return (
         f"target p: {md(names.get('target', '?'))} · draft q: {md(names.get('draft', '?'))} · "
         f"{md(names.get('device', ''))} · drafter: {drafter} · γ = {md(c.gamma)} ({md(c.schedule)}) · "

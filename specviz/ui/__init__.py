@@ -43,7 +43,7 @@ from .learning import (
 from .pair import pair_loader, require_pair
 from .prompt import prompt_picker
 from .race import adopt_race, race_live, race_to_show, race_upload, show_race
-from .recorded import experiment_traces, lab_to_show, lossless_to_show, recorded_lab, recorded_lossless
+from .recorded import experiment_traces, how_recorded, lab_to_show, lossless_to_show, recorded_lab, recorded_lossless
 from .results import adopt_lab_runs, lab_results, lossless_form, lossless_results
 from .router import ROUTER_KEY, page_guard
 from .runner import (
@@ -106,6 +106,7 @@ __all__ = [
     "heads_train_live",
     "heads_train_work",
     "experiment_traces",
+    "how_recorded",
     "experiments_section",
     "history",
     "inject_css",

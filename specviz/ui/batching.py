@@ -25,6 +25,7 @@ from specviz.serving.jobs import Job
 from specviz.traces.batching import BatchingFileError, load_batching
 
 from .files import curves_dir, load_prompts
+from .recorded import how_recorded
 from .runner import RunButton, Work, run_section
 from .server import bounded
 from .state import Settings, key, page_state
@@ -211,7 +212,8 @@ def show_result(doc: dict, recorded: bool) -> None:
 
 
 COLUMN_HELP = {  # the table's number columns that need a word of explanation
-    "acceptance rate": "drafts accepted over drafts checked, at the fixed γ",
+    "a (kept ÷ checked)": "Leviathan's a, the expected acceptance, estimated at the fixed γ: the drafts the target "
+    "kept over the drafts it checked (not the acceptance rate, accepted ÷ drafted)",
     "tokens per row per round": "mean acceptance length per row: what one round commits to one row, bonus or "
     "correction included; every row keeps what it accepted",
     "… its rows alone": "the same rows, each decoded on its own (batch size 1): what the batched rows should match",
@@ -223,7 +225,7 @@ COLUMN_HELP = {  # the table's number columns that need a word of explanation
     "T(B) s": "one plain step of the whole batch: the target over B rows of one token",
     "best γ": "the draft length with the highest measured speed-up; 0 means off: no γ tried beats plain decoding",
     "its speed-up": "the highest speed-up among the γ tried; below 1 where plain decoding is faster (best γ 0, off)",
-    "predicted best γ": "the γ the forward times, the draft's step and the acceptance rate predict to win; 0 means off",
+    "predicted best γ": "the γ the forward times, the draft's step and a predict to win; 0 means off",
 }
 TABLE_HELP = {name: st.column_config.NumberColumn(help=text) for name, text in COLUMN_HELP.items()} | {
     "greedy identical": st.column_config.CheckboxColumn(
@@ -240,7 +242,7 @@ def table_row(row: dict, gamma: int) -> dict:
     cells = {
         "B": row["batch"],
         "rows": row["batch"] * row["batches"],
-        "acceptance rate": round(row["acceptance"], 2),
+        "a (kept ÷ checked)": round(row["acceptance"], 2),
         "tokens per row per round": round(ragged["tokens_per_round"], 2),
         "… its rows alone": round(row["alone"]["tokens_per_round"], 2) if row.get("alone") else None,
         "… waiting for the slowest row": round(cut["tokens_per_round"], 2),
@@ -267,7 +269,8 @@ def batching_page(settings: Settings) -> None:
     live_form(settings)
     doc, is_recorded = chosen_result(recorded)
     if doc is None:
-        st.info("No recorded result here yet: run `python -m specviz bench --batch 1,2,4,8,16`, or run it above.")
+        st.info("No recorded result here yet: run the batches above, or record them with the benchmark.")
+        how_recorded("python -m specviz bench --batch 1,2,4,8,16")
     else:
         show_result(doc, is_recorded)
     st.markdown("### Why the gain shrinks")

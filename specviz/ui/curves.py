@@ -5,20 +5,21 @@ from __future__ import annotations
 
 import streamlit as st
 
-from specviz import charts
+from specviz import charts, markup
 from specviz.lessons import lab, theory
 
 from .files import curves_dir
-from .recorded import recorded_points
+from .recorded import how_recorded, recorded_points
 from .state import history, key
 
 NO_BAR = {"displayModeBar": False}
 NO_CURVE = (
-    "No measured verify-cost curve yet. The formula above assumes that checking γ drafted tokens costs one "
-    "target step; to see what it costs on this machine, run the benchmark: "
-    "`.venv/bin/python -m specviz bench` (it loads the built-in pair and takes a few minutes). It writes "
-    "assets/verify_curve_cpu.json (verify_curve_cuda.json on a GPU), and this section then shows it."
+    "No recorded verify-cost curve yet. The formula above assumes that checking γ drafted tokens costs one "
+    "target step; the benchmark times what it costs (it loads the built-in pair and takes a few minutes), and this "
+    "section then shows its recording."
 )
+BENCH_COMMAND = ".venv/bin/python -m specviz bench"
+BENCH_WRITES = "It writes assets/verify_curve_cpu.json (verify_curve_cuda.json on a GPU)."
 RUNS_WORDS = (
     "Each run gives **a** by inverting the expected accepted prefix per round, "
     "a(1 − a^γ)/(1 − a), **γ** as its mean draft length, and — when plain decoding was timed — "
@@ -27,6 +28,11 @@ RUNS_WORDS = (
     "It also models a plain chain of drafts: runs with alternatives (a kept candidate and its bonus token) "
     "or lookahead (fewer draft passes) gain what it does not count, and can sit above it."
 )
+
+
+def is_recorded(label: str) -> bool:
+    """A run the history names as a recording (ui.recorded and the viewer label them so)."""
+    return label.startswith(("the recorded run", "recorded"))
 
 
 def use_measured_c(value: float) -> None:
@@ -49,8 +55,8 @@ def _curve_facts(curve: dict) -> str:
 
 
 def measured_section(curve: dict | None, damaged: list[str], c_measured: float | None) -> None:
-    """What the benchmark measured on this machine (or how to measure it)."""
-    st.markdown("### Measured on this machine")
+    """What the benchmark recorded, named as a recording (or how to record it)."""
+    st.markdown("### Measured by the benchmark: a recording")
     if curve is None:
         if damaged:
             st.warning(
@@ -58,14 +64,16 @@ def measured_section(curve: dict | None, damaged: list[str], c_measured: float |
                 "version of specviz), so it is not used."
             )
         st.info(NO_CURVE)
+        how_recorded(BENCH_COMMAND, BENCH_WRITES)
         return
     v1, v2 = st.columns([2, 3], gap="large")
     with v1:
         last = len(curve["target_seconds"]) - 1  # the longest verify it timed
         draft_note = f"; one draft step costs c = {c_measured:.3f} target steps" if c_measured is not None else ""
         st.markdown(
-            "The formula counts a verify pass as **one target step** whatever γ. The benchmark timed it: one "
-            "KV-cached target forward over γ + 1 tokens, next to one plain step (γ = 0). Here verifying "
+            f"The formula counts a verify pass as **one target step** whatever γ. The benchmark timed it, "
+            f"**{markup.curve_origin(curve)}** (your machine's own times differ: a run's Why box measures them "
+            "now): one KV-cached target forward over γ + 1 tokens, next to one plain step (γ = 0). There verifying "
             f"γ = {last} drafted tokens costs **{theory.verify_cost_ratios(curve, [last])[0]:.2f}** target steps"
             f"{draft_note}. With the measured times themselves, the speed-up is"
         )
@@ -76,14 +84,16 @@ def measured_section(curve: dict | None, damaged: list[str], c_measured: float |
         st.markdown(_curve_facts(curve))
         if c_measured is None:
             st.caption("This curve timed no draft model, so it gives no measured speed-up.")
+        how_recorded(BENCH_COMMAND, BENCH_WRITES)
     v2.plotly_chart(charts.verify_curve_figure(curve), key=key("theory", "verify_curve"), config=NO_BAR)
 
 
 def runs_section(a: float, g: int, c: float, curve: dict | None) -> None:
     """The formula's charts with this session's runs as points, the best-γ map, and the runs' table."""
     runs = history() or recorded_points()  # before this session's first run, the recorded runs
-    shown_recorded = bool(runs) and all(label.startswith(("the recorded run", "recorded")) for label, _ in runs)
-    points = [pt for label, trace in runs if (pt := lab.measured_point(trace, label)) is not None]
+    shown_recorded = bool(runs) and all(is_recorded(label) for label, _ in runs)
+    found = [(pt, trace) for label, trace in runs if (pt := lab.measured_point(trace, label)) is not None]
+    points = [pt for pt, _ in found]
     f1, f2 = st.columns(2)
     f1.plotly_chart(charts.speedup_figure(a, g, c, points, curve=curve), key=key("theory", "speedup"), config=NO_BAR)
     f2.plotly_chart(charts.expected_tokens_figure(a, g, points), key=key("theory", "tokens"), config=NO_BAR)
@@ -99,8 +109,9 @@ def runs_section(a: float, g: int, c: float, curve: dict | None) -> None:
             return
         if shown_recorded:
             st.info(
-                "**Recorded runs** — the built-in pair's recorded runs (assets/traces, assets/experiments), until "
-                "you run something on the Step through, Race or Acceptance lab page.",
+                "**Recorded runs** — the built-in pair's recordings (the Step through page's and the guided "
+                "experiments'), each measured where the table's last column says, until you run something on the "
+                "Step through, Race or Acceptance lab page.",
                 icon=":material/history:",
             )
         st.markdown(RUNS_WORDS)
@@ -114,8 +125,9 @@ def runs_section(a: float, g: int, c: float, curve: dict | None) -> None:
                     "γ": round(pt.g, 2),
                     "c": round(pt.c, 3) if pt.c is not None else None,
                     "mean acceptance length": round(pt.tokens_per_round, 2),
+                    "measured": markup.trace_origin_words(trace, not is_recorded(pt.label), plain=True),
                 }
-                for pt in points
+                for pt, trace in found
             ],
             hide_index=True,
             key=key("theory", "table"),

@@ -18,6 +18,7 @@ from specviz.serving.jobs import PAIRS, Job
 from specviz.training.train import TrainSettings, TrainStep
 
 from .pair import pair_override
+from .recorded import how_recorded
 from .runner import Work
 from .server import bounded, session_learning
 from .settings import DRAFTER_LABELS
@@ -114,6 +115,11 @@ def train_live(job: Job) -> None:
 
 
 NAMES = {"medusa": "Medusa heads", "eagle": "EAGLE head"}
+SEED_WORDS = (  # docs/notes/2026-12-heads.md, "Draft heads: Medusa and EAGLE": EAGLE's loss, seed 0 and seed 1
+    "**How much is noise.** Trained again with another seed, the EAGLE head's first guess moved by up to 2 points "
+    "of held-out accuracy (38.4% against 40.0%; 40.1% against 40.6% with its soft labels, measured while its "
+    "training was tuned): a gap of a point or two between two trainings says little."
+)
 WEAK_TOP1 = 0.25  # below this held-out top-1 (head 1), a training is flagged: the defaults reach about 0.42
 
 TOKENS_HELP = (  # the Heads page's training-tokens slider
@@ -208,10 +214,11 @@ def heads_result(page: str, recorded: dict[str, dict | str], settings) -> None:
         elif isinstance(recorded.get(kind), dict):
             st.caption(
                 f"No {name} trained for the loaded target yet: the sidebar's {drafter} drafter needs {them}. Train "
-                f"{them} above (or run `python -m specviz train-heads --kind {kind}`); until then, this is the "
-                "training recorded on the project's CPU."
+                f"{them} above; until then, this is a recorded training."
             )
             show_report(recorded[kind], "recorded", f"Recorded: {markup.md(recorded[kind]['where'])}")
+            st.caption(SEED_WORDS)
+            how_recorded(f"python -m specviz train-heads --kind {kind}", "The same training, from the command line.")
         else:
             st.warning(f"The recorded training of the {name} cannot be shown: {markup.md(recorded.get(kind))}")
 

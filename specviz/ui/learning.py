@@ -33,7 +33,7 @@ from .runner import Work
 from .server import bounded, session_learning
 from .state import key, page_state
 
-RECORDED = ASSETS / "learning" / "inventory_drift.json"  # python -m specviz bench --stream ... --json <this>
+RECORDED = ASSETS / "learning" / "inventory_drift.json"  # the bench's --stream result, written with --json
 STREAM = ASSETS / "streams" / "inventory_drift.json"
 
 
@@ -77,7 +77,9 @@ def learning_view(rows: list[dict[str, Any]], summary: dict[str, Any], chart_key
             st.caption(
                 f"The traffic changes at request {d['at'] + 1}. Over the {min(WINDOW, d['at'])} requests before it "
                 f"the controller accepted {d['pre_drift_level']:.2f} draft tokens per round; its rolling mean over "
-                f"{ROLLING} requests " + recovery_words(d.get("first_back_after"), d["recovered_after"])
+                f"{ROLLING} requests "
+                + recovery_words(d.get("first_back_after"), d["recovered_after"])
+                + traffic_at_drift(rows, d["at"])
             )
         if explain:
             st.markdown(EXPLANATION)
@@ -135,6 +137,19 @@ def choice_words(summary: dict[str, Any]) -> str:
             "the draft model: any larger gap between the two there is the machine's timing noise."
         )
     return words
+
+
+def traffic_at_drift(rows: list[dict[str, Any]], at: int) -> str:
+    """The traffic drafter's draft tokens accepted per round over the requests before the change and at it: the
+    numbers the guided answer cites, in the text (the chart shows them only on hover)."""
+    before = [r["traffic"]["mean_accepted_per_round"] for r in rows[max(0, at - WINDOW) : at]]
+    if not before or at >= len(rows):
+        return ""
+    return (
+        f" The traffic drafter alone: {sum(before) / len(before):.2f} draft tokens accepted per round over the "
+        f"{len(before)} requests before the change, {rows[at]['traffic']['mean_accepted_per_round']:.2f} at "
+        f"request {at + 1}."
+    )
 
 
 def request_count(n: int) -> str:

@@ -14,7 +14,7 @@ from specviz.traces.trace import RoundEvent, TokenEvent, Trace, decode_rate
 
 from .advice import slow_run_note
 from .files import trace_download, trace_upload
-from .recorded import its_prompt, race_recording, recorded_banner, trace_origin
+from .recorded import its_prompt, race_recording, trace_banner
 from .safe import safe
 from .state import adopt_trace, key, page_state, shared
 from .viewer import stopped_note
@@ -40,7 +40,7 @@ def race_to_show(page: str) -> Trace | None:
     if trace is None:
         trace = race_recording()
         if trace is not None:
-            recorded_banner(f"a race on {its_prompt(trace)}", trace_origin(trace), "Start the race")
+            trace_banner(f"a race on {its_prompt(trace)}", trace, "Start the race")
     return trace
 
 
@@ -200,7 +200,7 @@ def _costs(trace: Trace) -> None:
         "Mean acceptance length",
         f"{costs.tokens_per_round:.2f}",
         help="Tokens per target pass, bonus included. Acceptance rate (accepted ÷ drafted tokens): "
-        f"{trace.summary.acceptance_rate:.0%}.",
+        f"{markup.rate_shown(trace.summary.drafted, trace.summary.acceptance_rate)}.",
     )
     st.markdown(
         "Each round is a **draft** phase (γ small forwards, teal) then one **verify** pass (indigo). "

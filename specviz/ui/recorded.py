@@ -70,11 +70,32 @@ def experiment_traces() -> dict[str, Trace]:
     return _experiment_traces(str(directory), _stamp(directory))
 
 
-def recorded_banner(what: str, origin: str, button: str) -> None:
-    """Says that the page shows a recorded result, whose, and how to replace it."""
+def recorded_banner(what: str, origin: str, button: str, tool: str = "") -> None:
+    """Says that the page shows a recorded result, whose, and how to replace it; the tool that recorded it (a script
+    or a command line) under its expander."""
     st.info(
         f"**Recorded result** — {what}: {origin}. Press **{button}** to compute your own.", icon=":material/history:"
     )
+    if tool:
+        how_recorded(tool)
+
+
+def trace_banner(what: str, trace: Trace, button: str) -> None:
+    """recorded_banner for a recorded run: its origin in words, the script that recorded it under the expander."""
+    recorded_banner(what, trace_origin(trace), button, markup.note_words(trace.note or "")[1])
+
+
+def recording_line(found: recorded.Recorded, precision: object) -> str:
+    """A lab or lossless recording's pair, machine, precision and date (the script that wrote it goes apart)."""
+    return f"{markup.md(found.pair)}, {markup.recorded_on(found.machine, precision, found.when)}"
+
+
+def how_recorded(command: str, note: str = "", title: str = markup.HOW_RECORDED) -> None:
+    """A command line or a script, under its expander: never in the learner's sentence (issue 55)."""
+    with st.expander(title):
+        st.code(command, language="bash")
+        if note:
+            st.caption(note)
 
 
 def its_prompt(trace: Trace) -> str:
@@ -98,9 +119,12 @@ def shown_note(note: str) -> str:
 def trace_origin(trace: Trace) -> str:
     """Which pair, which processor, and the recording's note (the experiments' notes name the machine and date)."""
     names = trace.pair if isinstance(trace.pair, dict) else {}
+    note = markup.note_words(trace.note or "")[0] or "no note"
+    unnamed = "" if markup.note_where(note)[0] else " (the recording names no machine or date)"
     return (
         f"{markup.md(names.get('target', '?'))} ← {markup.md(names.get('draft', '?'))} on "
-        f"{markup.md(names.get('device', '?'))}; {markup.md(shown_note(trace.note or 'no note'))}"
+        f"{markup.md(names.get('device', '?'))}, {markup.md(names.get('dtype', '?'))}; "
+        f"{markup.md(shown_note(note))}{unnamed}"
     )
 
 
@@ -112,7 +136,9 @@ def lab_to_show(page: str) -> list[lab.LabRun] | None:
     batch = recorded_lab()
     if batch is None:
         return None
-    recorded_banner(f"{len(batch.runs)} runs", markup.md(recorded.recorded_line(batch.recorded)), "Run the batch")
+    precision = next((r.trace.pair.get("dtype") for r in batch.runs if isinstance(r.trace.pair, dict)), None)
+    line = recording_line(batch.recorded, precision)
+    recorded_banner(f"{len(batch.runs)} runs", line, "Run the batch", batch.recorded.by)
     return list(batch.runs)
 
 
@@ -127,7 +153,7 @@ def lossless_to_show(page: str) -> Distributions | None:
     context = markup.md(lab.short(found.prompt + found.prefix, 80))
     d = found.distributions  # recorded with top-k, so that only its support is stored; a run uses the sidebar's
     what = f"p and q after “{context}” (temperature {d.temperature:g}, top-k {d.top_k}; yours: the sidebar's settings)"
-    recorded_banner(what, markup.md(recorded.recorded_line(found.recorded)), "Compute p and q")
+    recorded_banner(what, recording_line(found.recorded, d.precision), "Compute p and q", found.recorded.by)
     return found.distributions
 
 

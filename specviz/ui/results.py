@@ -97,11 +97,11 @@ def lab_results(page: str, runs: list[lab.LabRun]) -> None:
             charts.position_figure(lab.acceptance_by_position(r.trace for r in runs)),
             key(page, "pos"),
             "The share of drafted tokens accepted at each position of the draft, counting only tokens "
-            "that were checked (a token after a rejection is never checked). The theory assumes one rate "
-            "**a** for every position, each independent of the others. Real ones are not: position 1 is checked "
-            "every round, a later one only when every guess before it was right, which happens mostly on easy "
-            "stretches (boilerplate, a phrase copied from the prompt), so later positions often show a higher rate "
-            "than the first.",
+            "that were checked (a token after a rejection is never checked). The theory assumes one chance "
+            "**a** (Leviathan's expected acceptance) for every position, each independent of the others. Real "
+            "ones are not: position 1 is checked every round, a later one only when every guess before it was "
+            "right, which happens mostly on easy stretches (boilerplate, a phrase copied from the prompt), so "
+            "later positions often show a higher rate than the first.",
         )
     with t2:
         _chart_and_words(
@@ -116,10 +116,11 @@ def lab_results(page: str, runs: list[lab.LabRun]) -> None:
             charts.group_figure(lab.group_stats(runs, lab.by_temperature), "By temperature"),
             key(page, "temp"),
             "In greedy mode a guess is kept when it is the target's top "
-            "token. With sampling it is kept with probability min(1, p/q); the expected "
-            "acceptance is the overlap of the two distributions:",
+            "token. With sampling it is kept with probability min(1, p/q); Leviathan's **a**, the expected "
+            "acceptance of one drafted token, is the overlap of the two distributions:",
         )
-        words.latex(r"P(\text{accept}) = \sum_x \min\big(p(x), q(x)\big) = 1 - \mathrm{TV}(p, q)")
+        words.latex(r"a = \sum_x \min\big(p(x), q(x)\big) = 1 - \mathrm{TV}(p, q)")
+        words.caption(markup.A_BRIDGE)  # the chart shows acceptance rates, the formula a
     with t4:
         _drafter_tab(page, runs)
     with t5:

@@ -16,7 +16,7 @@ from specviz.traces.trace import RoundEvent, TokenEvent, Trace
 
 from .advice import slow_run_note
 from .files import recorded_traces, trace_download
-from .recorded import its_prompt, recorded_banner, trace_origin
+from .recorded import its_prompt, trace_banner
 from .safe import safe
 from .state import adopt_trace, key, page_state, remember
 
@@ -105,7 +105,13 @@ def summary_metrics(trace: Trace) -> None:
         help="Tokens per target pass, bonus included (new tokens ÷ rounds): the speed-up if drafting were free "
         "and a verify pass cost as much as one plain step.",
     )
-    cols[3].metric("Acceptance rate", f"{s.acceptance_rate:.0%}", help="Accepted drafted tokens / drafted tokens.")
+    cols[3].metric(
+        "Acceptance rate",
+        markup.rate_shown(s.drafted, s.acceptance_rate),
+        help="Accepted drafted tokens / drafted tokens."
+        if s.drafted
+        else f"{markup.NOTHING_DRAFTED.capitalize()}: no rate (every round was one plain target step).",
+    )
     cols[4].metric("Speculative tok/s", f"{s.tokens_per_second:.1f}")
     cols[5].metric(
         "Speed-up",
@@ -255,9 +261,10 @@ def show_trace(page: str, trace: Trace, label: str) -> None:
         trace_download(trace, page)
     st.caption(markup.trace_caption(trace))
     if label.startswith("the recorded run"):
-        recorded_banner(f"{label}, {its_prompt(trace)}", trace_origin(trace), "Run")
+        trace_banner(f"{label}, {its_prompt(trace)}", trace, "Run")
     stopped_note(trace)
     summary_metrics(trace)
+    st.caption(markup.A_BRIDGE)  # the rate above beside Leviathan's a, which the guided answers and Theory use
     slow_run_note(page, trace)
     trace_viewer(page, trace)
     with st.expander("The final text"):
