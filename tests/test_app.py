@@ -49,6 +49,19 @@ def test_step_run_shows_chips_verdicts_and_speedup(app):
         assert "★ bonus" in html_of(app)
 
 
+def test_a_run_that_drafted_nothing_shows_no_acceptance_rate(app):
+    """max new tokens = 1: the one round is a plain step, so there is no rate (issue 55: it said 0%)."""
+    from specviz import markup
+
+    app.number_input(key="cfg.max_new_tokens").set_value(1).run()
+    app.button(key="step.run").click().run()
+    job = finish(app, "step")
+    assert job.state == "done", job.error
+    assert state(app, "step").trace.summary.drafted == 0
+    assert metric(app, "Acceptance rate") == "—"
+    assert any(c.value == markup.A_BRIDGE for c in app.caption)  # the rate beside a, bridged on screen
+
+
 def test_step_run_with_lookahead_marks_the_shared_draft_passes(app):
     app.slider(key="cfg.lookahead").set_value(8).run()
     app.text_area(key="step.prompt").input("abcabcabcabcabcabcabcabc").run()
