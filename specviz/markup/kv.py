@@ -27,9 +27,12 @@ def cells_html(cells: Sequence[Cell], pending: int = 0) -> str:
 
 def _line(label: str, old: int, pending: int, cells: Sequence[Cell], length: int, note: str = "") -> str:
     old_html = f'<span class="sv-cell old">{old} cached</span>' if old else ""
+    # the note on a line of its own, the grid's whole width: beside the length it widened that column until the
+    # cells had none left (an end-of-text round's note, at 1024 px)
+    note_html = f'<div class="kv-note">{esc(note)}</div>' if note else ""
     return (
         f'<div class="lbl">{label}</div><div class="row">{old_html}{cells_html(cells, pending)}</div>'
-        f'<div class="len">{length} tokens{("<br>" + esc(note)) if note else ""}</div>'
+        f'<div class="len">{esc(length)} tokens</div>{note_html}'
     )
 
 

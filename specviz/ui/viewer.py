@@ -62,8 +62,6 @@ def round_view(event: RoundEvent, context: RoundContext, *, show_chart: bool = T
     with right:
         asked = context.config.gamma if context.config.schedule == "constant" else None
         st.markdown(markup.explain_round(event, greedy, asked=asked, budget=context.config.max_new_tokens))
-        st.markdown("**The loop in code** — the lines this round took are marked:")
-        st.html(markup.round_code_html(event, greedy))
     ending = markup.round_ending(event)
     with left:
         if show_chart and ending == "eos":
@@ -86,6 +84,9 @@ def round_view(event: RoundEvent, context: RoundContext, *, show_chart: bool = T
     with right:
         if show_chart:
             st.markdown(markup.explain_chart(event, greedy))
+    # the whole width: the loop's code and the round's tokens beside it (in the right-hand column every line wrapped)
+    st.markdown("**The loop in code** — the lines this round ran are marked:")
+    st.html(markup.round_code_html(event, greedy, asked=asked, budget=context.config.max_new_tokens))
     if show_cache:
         left, right = st.columns([3, 2], gap="large")
         left.markdown("**KV caches** — the keys and values each model keeps for the tokens it has already seen:")
