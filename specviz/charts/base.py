@@ -68,7 +68,11 @@ def _layout(fig: go.Figure, title: str | None = None, height: int = 320, **kwarg
         height=height,
         margin=dict(l=10, r=10, t=(48 + 18 * title.count("<br>")) if title else 32, b=10),  # room for a title on top
         title=dict(text=title, x=0, xanchor="left", font=dict(size=15)) if title else None,
-        legend=dict(orientation="h", yanchor="top", y=-0.28, xanchor="left", x=0.0),
+        # the legend at the figure's own bottom edge (yref "container"): plotly then widens the bottom margin by its
+        # height below the x-axis's ticks and title, so it can cover neither. Placed on the plot's scale (y = -0.28
+        # of the plot's height) it covered rotated token labels ("␣seve…") and the x-axis title whenever they were
+        # taller than that (tests/test_layout.py)
+        legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.0, xanchor="left", x=0.0),
         **kwargs,
     )
     fig.update_layout(margin=dict(b=10))

@@ -68,9 +68,10 @@ def next_token_figure(event: RoundEvent, greedy: bool = False) -> go.Figure:
             font=dict(color=COLORS[event.next_source], size=12),
             yanchor="bottom",
         )
-    fig.update_xaxes(type="category", tickfont=dict(family="ui-monospace, monospace", size=13))
+    # the tokens at 45°, whole: upright in a narrow column they took most of the figure's height
+    fig.update_xaxes(type="category", tickangle=-45, tickfont=dict(family="ui-monospace, monospace", size=13))
     fig.update_yaxes(title_text="probability", rangemode="tozero")
-    return _layout(fig, height=320, barmode="group", bargap=0.25)
+    return _layout(fig, height=400 if len(series) > 1 else 340, barmode="group", bargap=0.25)
 
 
 def timeline_figure(trace: Trace) -> go.Figure:
