@@ -6,11 +6,11 @@ attention does not: scaled_dot_product_attention over n query rows splits and su
 (and transformers packs a single query's heads as rows instead, `pack_gqa`), so a verify's logits differ from single
 steps' in the last bits and a near-tie can flip the greedy text.
 
-`row_invariant_attention` therefore computes every query row of a forward on a non-empty cache as the one-token step
-at that position does: the same function (transformers' `sdpa_attention_forward`), the same shapes (one query, the
-keys that row may see, gathered in order, no mask). For a causal chain those keys are a prefix of the cache; for a
-tree node (a 4D mask) they are the cache, its ancestors and itself: the keys a plain step would see once that path
-is committed. A prompt pass on an empty cache runs as one call: plain decoding and speculation share it.
+`row_invariant_attention` therefore computes every query row of a forward, the one-token steps' own included, by one
+call of scaled_dot_product_attention: one query row in a plain step's layout against the keys that row may see, in
+order, with no mask. For a causal chain those keys are a prefix of the cache; for a tree node (a 4D mask) they are
+the cache, its ancestors and itself: the keys a plain step would see once that path is committed. A long prompt pass
+on an empty cache runs as transformers' one call: plain decoding and speculation share it.
 
 The price is n calls instead of one per layer (docs/notes/2026-12-precision.md, "Row-invariant attention").
 Under torch.compile (the GPU's compiled steps on a static cache) it stays transformers' sdpa: a loop over
@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
@@ -41,30 +42,38 @@ def row_invariant_attention(
     key: torch.Tensor,  # [B, kv_heads, L, head_dim], the cache and this feed
     value: torch.Tensor,
     attention_mask: torch.Tensor | None,  # None (causal), or [B, 1, q, L]: bool (True = seen) or additive float
+    scaling: float | None = None,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
     """transformers' attention signature; returns ([B, q, heads, head_dim], None)."""
-    batch, _, rows, _ = query.shape
+    batch, heads, rows, width = query.shape
     keys = key.shape[2]
-    if not _ENABLED.get() or torch.compiler.is_compiling() or (keys == rows and rows > PROMPT_ROWS):
-        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
-    if rows == 1 and batch == 1 and attention_mask is None:  # a plain step: the reference itself
-        return sdpa_attention_forward(module, query, key, value, None, **kwargs)
-    kwargs.pop("is_causal", None)
+    if (
+        not _ENABLED.get()
+        or torch.compiler.is_compiling()
+        or (keys == rows and rows > PROMPT_ROWS)
+        or any(kwargs.get(name) is not None for name in ("softcap", "position_bias"))
+    ):
+        return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
+    gqa = heads != key.shape[1]
+    by_row = query.transpose(1, 2)  # [B, q, heads, head_dim]: row i then has a plain step's layout
     outputs = []
     for b in range(batch):
         for i in range(rows):
             seen = _seen(attention_mask, b, i, keys - rows + i + 1)
-            if isinstance(seen, int):  # a causal prefix of the keys
-                k, v = key[b : b + 1, :, :seen].contiguous(), value[b : b + 1, :, :seen].contiguous()
+            if isinstance(seen, int):  # a causal prefix of the keys, as the cache of a plain step holds it
+                k, v = key[b : b + 1, :, :seen], value[b : b + 1, :, :seen]
             elif seen.numel() == 0:  # a padding row that sees nothing: its output is never read
-                outputs.append(query.new_zeros(1, 1, query.shape[1], value.shape[-1]))
+                outputs.append(query.new_zeros(1, 1, heads, value.shape[-1]))
                 continue
             else:
                 k, v = key[b : b + 1].index_select(2, seen), value[b : b + 1].index_select(2, seen)
-            out, _ = sdpa_attention_forward(module, query[b : b + 1, :, i : i + 1], k, v, None, **kwargs)
-            outputs.append(out)  # [1, 1, heads, head_dim]
-    return torch.cat(outputs, dim=1).reshape(batch, rows, *outputs[0].shape[2:]), None
+            # What transformers' sdpa_attention_forward does for one query row without a mask, on the CPU
+            out = F.scaled_dot_product_attention(
+                by_row[b : b + 1, i : i + 1].transpose(1, 2), k, v, scale=scaling, enable_gqa=gqa
+            )
+            outputs.append(out.transpose(1, 2))  # [1, 1, heads, head_dim]
+    return torch.cat(outputs, dim=1).reshape(batch, rows, heads, width), None
 
 
 def _seen(mask: torch.Tensor | None, b: int, i: int, causal: int) -> int | torch.Tensor:
