@@ -66,7 +66,9 @@ def _layout(fig: go.Figure, title: str | None = None, height: int = 320, **kwarg
         template="plotly_white",
         font=FONT,
         height=height,
-        margin=dict(l=10, r=10, t=(48 + 18 * title.count("<br>")) if title else 32, b=10),  # room for a title on top
+        # room for a title on top; on the right for half of the last x tick's label, centred on the plot's edge (Race's
+        # "0.25" at 1440 px ran past a 10 px margin while its axis grew)
+        margin=dict(l=10, r=24, t=(48 + 18 * title.count("<br>")) if title else 32, b=10),
         title=dict(text=title, x=0, xanchor="left", font=dict(size=15)) if title else None,
         # the legend at the figure's own bottom edge (yref "container"): plotly then widens the bottom margin by its
         # height below the x-axis's ticks and title, so it can cover neither. Placed on the plot's scale (y = -0.28

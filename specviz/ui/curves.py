@@ -18,8 +18,10 @@ NO_CURVE = (
     "target step; the benchmark times what it costs (it loads the built-in pair and takes a few minutes), and this "
     "section then shows its recording."
 )
-BENCH_COMMAND = ".venv/bin/python -m specviz bench"
-BENCH_WRITES = "It writes assets/verify_curve_cpu.json (verify_curve_cuda.json on a GPU)."
+# Short lines in the code block: a path in a caption broke mid-word in Theory's narrow column at 1024 px.
+BENCH_COMMAND = (
+    "# writes assets/verify_curve_cpu.json\n# (verify_curve_cuda.json on a GPU)\n.venv/bin/python -m specviz bench"
+)
 RUNS_WORDS = (
     "Each run gives **a** by inverting the expected accepted prefix per round, "
     "a(1 − a^γ)/(1 − a), **γ** as its mean draft length, and — when plain decoding was timed — "
@@ -64,7 +66,7 @@ def measured_section(curve: dict | None, damaged: list[str], c_measured: float |
                 "version of specviz), so it is not used."
             )
         st.info(NO_CURVE)
-        how_recorded(BENCH_COMMAND, BENCH_WRITES)
+        how_recorded(BENCH_COMMAND)
         return
     v1, v2 = st.columns([2, 3], gap="large")
     with v1:
@@ -84,7 +86,7 @@ def measured_section(curve: dict | None, damaged: list[str], c_measured: float |
         st.markdown(_curve_facts(curve))
         if c_measured is None:
             st.caption("This curve timed no draft model, so it gives no measured speed-up.")
-        how_recorded(BENCH_COMMAND, BENCH_WRITES)
+        how_recorded(BENCH_COMMAND)
     v2.plotly_chart(charts.verify_curve_figure(curve), key=key("theory", "verify_curve"), config=NO_BAR)
 
 
