@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from transformers import DynamicCache, LogitsProcessorList
 
+from ..models.attention import standard_attention
 from ..models.fastpath import per_token_activations
 from .acceptance import Decision, verify
 from .config import SpecConfig
@@ -95,7 +96,10 @@ class BatchCache:
 
     @torch.inference_mode()
     def _logits(self, ids: torch.Tensor, new: torch.Tensor, keep: int) -> torch.Tensor:
-        with per_token_activations():  # the int8 draft: a row's numbers never depend on the other rows
+        # per_token_activations: the int8 draft's rows never depend on the other rows. standard_attention: a batch
+        # keeps transformers' sdpa (row-invariant attention would take B x k calls a layer; the Batching recording
+        # was timed without it; docs/DESIGN.md, "Row-invariant attention")
+        with per_token_activations(), standard_attention():
             out = self.model(**self._inputs(ids, new), logits_to_keep=keep)
         self.valid = torch.cat([self.valid, new], dim=1)
         return fit_width(out.logits, self.width)
@@ -121,7 +125,7 @@ class BatchCache:
     def feed_states(self, ids: torch.Tensor) -> torch.Tensor:
         """Append ids [B, k]; return their final hidden states [B, k, H] (the base model alone: no LM head)."""
         new = self._new(ids)
-        with per_token_activations():
+        with per_token_activations(), standard_attention():
             out = self.model.base_model(**self._inputs(ids, new))
         self.valid = torch.cat([self.valid, new], dim=1)
         return out.last_hidden_state
