@@ -9,11 +9,14 @@ from dataclasses import replace
 from typing import Any
 
 import streamlit as st
+import torch
 
 from specviz.decoding.config import GAMMA_LIMIT, MAX_NEW_TOKENS_LIMIT, ConfigError, SpecConfig
 from specviz.drafters import drafter_class
 from specviz.drafters.heads_file import cached_report
+from specviz.models.fastpath import native_bfloat16
 from specviz.models.loading import BUILTIN, PairSpec
+from specviz.models.precision import auto_reason
 from specviz.serving.jobs import PAIRS
 
 from .pair import pair_override, pair_status
@@ -157,6 +160,8 @@ def _pair_section() -> PairSpec | None:
         )
         st.button("Load this pair", on_click=_apply_custom, key=cfg("apply"), width="stretch")
     st.selectbox("Precision of the weights", list(PRECISIONS), key=cfg("precision"), help=PRECISION_HELP)
+    if PRECISIONS[_value("precision")] == "auto":
+        st.caption(auto_reason(native_bfloat16(torch.device("cpu"))))
     with st.expander("Device and loading", expanded=False):
         st.selectbox("Device", ["auto", "cpu", "cuda", "mps"], key=cfg("device"))
         st.selectbox(
