@@ -14,6 +14,7 @@ from specviz.lessons.experiments import Experiment
 from specviz.lessons.screen import Made, Screen, made_of
 
 from .advice import apply_settings
+from .links import query_number
 from .quoted import quoted_words
 from .screens import screen_of
 from .state import key, page_state
@@ -84,10 +85,10 @@ PATH_PARAM = "path"  # ?path=<its number on the ten-minute path>: the page opens
 
 def path_step(page: str) -> int | None:
     """The number on the ten-minute path this page was opened at, if it names one of this page's experiments."""
-    number = st.query_params.get(PATH_PARAM, "")
-    if not number.isdigit() or not 1 <= int(number) <= len(experiments.PATH):
+    number = query_number(PATH_PARAM, 1, len(experiments.PATH), "a step on the ten-minute path")
+    if number is None:
         return None
-    return int(number) if experiments.by_id(experiments.PATH[int(number) - 1]).page == page else None
+    return number if experiments.by_id(experiments.PATH[number - 1]).page == page else None
 
 
 def _scroll_to(css_class: str) -> None:
