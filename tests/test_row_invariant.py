@@ -82,3 +82,28 @@ def test_a_tree_nodes_row_is_the_single_step_after_its_path(target, control):
 def test_load_pairs_targets_are_row_invariant_and_their_drafts_are_not():
     pair = tiny_pair()
     assert is_row_invariant(pair.target) and not is_row_invariant(pair.draft)
+
+
+def test_load_pair_makes_the_target_row_invariant_and_says_so(tmp_path):
+    from specviz.models.loading import PairSpec, load_pair
+    from specviz.models.tiny import char_tokenizer
+
+    tokenizer = char_tokenizer()
+    for name, seed in (("t", 0), ("d", 1)):
+        tiny_model(len(tokenizer) + 8, seed=seed, hidden=64, layers=2).save_pretrained(tmp_path / name)
+        tokenizer.save_pretrained(tmp_path / name)
+    pair = load_pair(PairSpec(target=str(tmp_path / "t"), draft=str(tmp_path / "d"), device="cpu", precision="fp32"))
+    assert is_row_invariant(pair.target) and not is_row_invariant(pair.draft)
+    assert pair.names["attention"] == "row-invariant"
+
+
+def test_the_identity_words_follow_the_runs_attention():
+    """A run with row-invariant attention is promised identical greedy text (a difference is a fault); a recording
+    made without it is told as one that could flip a near-tie."""
+    from specviz.markup import identity_broken, precision_note
+
+    live = {"precision": "bf16", "attention": "row-invariant"}
+    old = {"precision": "bf16"}
+    assert "identical in every precision" in precision_note(live) and "tied" not in precision_note(live)
+    assert "tied within rounding" in precision_note(old)
+    assert "fault" in identity_broken(live) and "near-tie" in identity_broken(old)

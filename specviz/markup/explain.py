@@ -275,17 +275,36 @@ def pair_caption(names: dict) -> str:
 
 
 def precision_note(names: dict) -> str:
-    """What a run's precision means for the exactness a page shows: each precision is its own target p; greedy
-    identity with plain decoding nearly always holds, float32 rounding least (counts: docs/notes/2026-12-precision.md).
-    No number: the page beside it shows none of the counts."""
-    precision = names.get("precision", names.get("dtype", "float32"))
+    """What a run's precision means for the exactness a page shows: each precision is its own target p. With
+    row-invariant attention (models/attention.py) greedy text is plain decoding's bit for bit in every precision;
+    a run recorded without it (older recordings) could flip a near-tie. No number: the page beside it shows none."""
+    precision = md(str(names.get("precision", names.get("dtype", "float32"))))
+    if names.get("attention") == "row-invariant":
+        return (
+            f"The target runs in {precision}: that model is the target p here, and speculative decoding follows it "
+            "exactly. Its check of a draft computes every token as a single step of plain decoding would, bit for "
+            "bit, so in greedy mode the two texts are identical in every precision."
+        )
     if precision in ("fp32", "float32"):
         return "The target runs in float32, the models' exact weights: the least rounding of the sidebar's choices."
     return (
-        f"The target runs in {md(str(precision))}: that rounded model is the target p here, and speculative decoding "
-        "follows it exactly. Rarely, its greedy text differs from plain decoding's: where two tokens tie within "
-        "rounding, a verify pass over several tokens and a single step can pick differently. **float32** (under "
-        "**Precision of the weights**) rounds least."
+        f"The target runs in {precision}: that rounded model is the target p here, and speculative decoding "
+        "follows it exactly. This run was recorded before the check of a draft computed each token as a single "
+        "step does: where two tokens tied within rounding, the two could pick differently."
+    )
+
+
+def identity_broken(names: dict) -> str:
+    """Why greedy texts differ, once they do: a near-tie on a run without row-invariant attention, else a fault."""
+    if names.get("attention") == "row-invariant":
+        return (
+            "In greedy mode they must be identical: the check of a draft computes each token as a single step "
+            "does. This is a fault in specviz; please report it with this run's trace."
+        )
+    return (
+        "In greedy mode they should be identical; this run was recorded before the check of a draft computed "
+        "each token as a single step does, and a tiny difference between them can flip a near-tie between two "
+        "tokens."
     )
 
 

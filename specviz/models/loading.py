@@ -24,7 +24,7 @@ from specviz.errors import ModelLoadError
 from specviz.progress import Progress, relay_tqdm, scaled
 
 from . import builtin
-from .attention import make_row_invariant
+from .attention import is_row_invariant, make_row_invariant
 from .fastpath import native_bfloat16, prepack_linears, quantize_draft
 from .memory import check_memory
 from .precision import Int8Linear, Precision, load_streamed, resolve_precision
@@ -355,6 +355,7 @@ def load_pair(spec: PairSpec, progress: Progress | None = None) -> ModelPair:
 
     names = pair_names(target, draft, device=device, dtype=dtype, shard=shard, quantized=quantize, prepacked=prepacked)
     names["precision"] = precision.name if precision is not None else names["dtype"]  # the target's weights
+    names["attention"] = "row-invariant" if is_row_invariant(target_model) else "transformers"  # a trace says which
     return ModelPair(target_model, draft_model, tokenizer, device, dtype, spec, names)
 
 

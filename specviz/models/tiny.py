@@ -80,6 +80,7 @@ def tiny_pair(alphabet: str = PRINTABLE, seed: int = 0, noise: float = 0.05) -> 
         "device": "cpu",
         "dtype": "float32",
         "draft_quantized": "no",
+        "attention": "row-invariant",
     }
     return ModelPair(
         target, draft, tokenizer, torch.device("cpu"), torch.float32, PairSpec(target="tiny", draft="tiny"), names

@@ -166,11 +166,8 @@ def _identity(trace: Trace) -> None:
             f"wrote ({trace.summary.new_tokens} tokens)."
         )
     elif identity.checked:
-        st.error(
-            f"✗ The texts differ from token {identity.first_difference + 1} on. In greedy mode they should be "
-            "identical; tiny floating-point differences between a batched verify pass and single steps can "
-            "flip a near-tie between two tokens."
-        )
+        names = trace.pair if isinstance(trace.pair, dict) else {}
+        st.error(f"✗ The texts differ from token {identity.first_difference + 1} on. {markup.identity_broken(names)}")
     if identity.checked:
         st.caption(markup.precision_note(trace.pair if isinstance(trace.pair, dict) else {}))
     else:
