@@ -75,17 +75,21 @@ def session_alive() -> Callable[[], bool] | None:
     return lambda: instance.is_active_session(session)
 
 
-def visitor() -> str:
-    """Whom this session's runs are for, as the device's turns tell visitors apart (runs.DeviceLock): the browser's
-    address, so that several tabs or pages of one machine are one visitor; this session where there is none
-    (localhost, AppTest). Behind a proxy or a shared NAT every visitor has the proxy's address: one visitor."""
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
+UNKNOWN_VISITOR = "address unknown"  # every visitor whose address the server is not told: one visitor
 
-    address = st.context.ip_address
-    if address:
-        return f"address {address}"
-    ctx = get_script_run_ctx()
-    return f"session {ctx.session_id}" if ctx is not None else ""
+
+def visitor_of(address: str | None) -> str:
+    """Whom a run is for, as the device's turns tell visitors apart (runs.DeviceLock): the browser's address, so
+    that several tabs or pages of one machine are one visitor. Streamlit gives no address for a loopback connection
+    (localhost, an SSH tunnel, a proxy on the same host without X-Forwarded-For): all of those are one visitor, whose
+    runs go in the order asked. (One visitor per browser session let a new tab, never served, go before a visitor
+    already waiting.) Behind a proxy or a shared NAT every visitor has the proxy's address: one visitor too."""
+    return f"address {address}" if address else UNKNOWN_VISITOR
+
+
+def visitor() -> str:
+    """This session's visitor (visitor_of its browser's address)."""
+    return visitor_of(st.context.ip_address)
 
 
 def session_learning() -> SessionLearning:
