@@ -179,9 +179,9 @@ OUTCOMES = {
         (Screen(runs=(lab.LabRun("code", "p", SLOW_ROUNDS),)), lab_page, ("The batch drafted fewer than two",)),
     ],
     "gamma8_threshold": [
-        (Screen(values={"theory.a": 0.61, "theory.g": 8, "theory.c": 0.16}, data=CURVE), theory_page, ("this is where γ 8 stops paying",)),
-        (Screen(values={"theory.a": 0.8, "theory.g": 8, "theory.c": 0.16}, data=CURVE), theory_page, ("γ 8 still pays here",)),
-        (Screen(values={"theory.a": 0.4, "theory.g": 8, "theory.c": 0.16}, data=CURVE), theory_page, ("γ 8 already loses here",)),
+        (Screen(values={"theory.a": 0.61, "theory.g": 8, "theory.c": 0.16}, data=CURVE), theory_page, ("this is where γ 8 stops paying", "shows 1.11×, above 1×")),
+        (Screen(values={"theory.a": 0.8, "theory.g": 8, "theory.c": 0.16}, data=CURVE), theory_page, ("γ 8 still pays here", "also above 1×")),
+        (Screen(values={"theory.a": 0.4, "theory.g": 8, "theory.c": 0.16}, data=CURVE), theory_page, ("γ 8 already loses here", "also at or below 1×")),
     ],
     "cheap_draft": [
         (Screen(values={"theory.a": 0.9, "theory.c": 0.05, "theory.g": 13}), theory_page, ("a long draft pays", "γ is set there")),

@@ -41,7 +41,9 @@ def gamma8_threshold(screen: Screen) -> str:
         if measured > 1
         else "γ {g} already loses here: raise a to find where it starts paying"
     ).format(g=g)
-    formula_words = "also above" if formula > 1 + BREAK_EVEN else "also at or below"
+    side = "above" if formula > 1 + BREAK_EVEN else "at or below"
+    # "also" only where the measured one is on the same side (it read "also above 1×" beside a measured 1.00×)
+    formula_words = f"also {side}" if (measured > 1 + BREAK_EVEN) == (side == "above") else side
     return (
         f"At a = {a:.2f} the Speed-up, measured times shows {times(measured)} (the verify costs "
         f"{_made(screen, 'measured here')}): {where}. The formula's Speed-up, which counts a verify as "
