@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import streamlit as st
+from streamlit.runtime.uploaded_file_manager import UploadedFile
 
 from specviz import ASSETS
 from specviz.decoding.config import ConfigError
@@ -17,7 +18,9 @@ from specviz.lessons import prompts, theory
 from specviz.markup import md
 from specviz.traces.trace import Trace, TraceError, load_trace
 
+from .server import visitor
 from .state import key, page_state
+from .uploads import keep_upload, release_upload, upload_refusal
 
 log = logging.getLogger(__name__)
 
@@ -97,27 +100,34 @@ def trace_download(trace: Trace, page: str, label: str = "Download this run (JSO
 
 
 def trace_upload(page: str) -> Trace | None:
-    """A newly uploaded trace (once per file), or None. A bad file gives st.error with the reason."""
+    """A newly uploaded trace (once per file), or None. A bad file gives st.error with the reason, and is let go:
+    its bytes leave the server and its uploader is emptied (ui/uploads.py bounds what a visitor holds)."""
     state = page_state(page)
     uploaded = st.file_uploader(
         "Replay a saved run (.json)",
         type=["json"],
-        key=key(page, "upload"),
+        key=key(page, f"upload{state.upload_round or ''}"),  # a new key empties the uploader of a refused file
         help="A file from a Download button. Replays without loading any model.",
     )
-    if uploaded is None:
-        state.upload_id = state.upload_error = None
-        return None
-    if state.upload_id == uploaded.file_id:  # read already: a large file is not parsed again on each rerun
-        if state.upload_error:
+    if not isinstance(uploaded, UploadedFile):  # none, or a file Streamlit has already let go
+        state.upload_id = None
+        if state.upload_error:  # the last file's refusal, until the next upload
             st.error(state.upload_error)
         return None
-    state.upload_id = uploaded.file_id
-    try:
-        trace = load_trace(io.BytesIO(uploaded.getvalue()))
-    except TraceError as exc:
-        state.upload_error = f"This file cannot be replayed: {md(exc, 600)}"  # the message may quote the file
-        st.error(state.upload_error)
+    if state.upload_id == uploaded.file_id:  # read already: a large file is not parsed again on each rerun
         return None
-    state.upload_error = None
+    state.upload_id, state.upload_error = uploaded.file_id, None
+    who = visitor()
+    trace, why = None, upload_refusal(who, uploaded.size)
+    if why is None:
+        try:
+            trace = load_trace(io.BytesIO(uploaded.getvalue()))
+        except TraceError as exc:
+            why = md(exc, 600)  # the message may quote the file
+    if trace is None:
+        release_upload(uploaded.file_id)
+        state.upload_round += 1
+        state.upload_error = f"This file cannot be replayed: {why}"
+        st.rerun()  # drawn again with an empty uploader (a new key) and the reason under it
+    keep_upload(uploaded.file_id, uploaded.size, who)
     return trace

@@ -51,7 +51,8 @@ class PageState:
     replaying: bool = False  # the race replay's clock is running
     clock_start: float = 0.0
     upload_id: str | None = None  # the uploaded file already read (parsed once, not on every rerun)
-    upload_error: str | None = None  # why that file was refused, shown while it stays in the uploader
+    upload_error: str | None = None  # why the last file was refused (it was let go), shown until the next upload
+    upload_round: int = 0  # the uploader's key changes with it: a refused file's uploader is emptied
     recorded_shown: str | None = None
     autorun: bool = False  # a button (a suggested rerun, an experiment) asked for a run: run_section starts it
     experiment: str | None = None  # the guided experiment last started on this page (specviz/lessons/experiments.py)
