@@ -16,6 +16,7 @@ from .advice import slow_run_note
 from .files import trace_download, trace_upload
 from .recorded import its_prompt, race_recording, trace_banner
 from .safe import safe
+from .server import shared_drafts_note
 from .state import adopt_trace, key, page_state, shared
 from .viewer import stopped_note
 
@@ -58,6 +59,7 @@ def race_live(job: Job) -> None:
     with c1:
         st.markdown("**Speculative decoding** (runs first)")
         st.html(markup.text_html(prompt, rounds, caret=not tokens, follow=True))
+        shared_drafts_note()
     with c2:
         st.markdown("**Plain decoding** (runs second, never at the same time)")
         st.html(markup.plain_text_html(prompt, [t.token.text for t in tokens], caret=bool(tokens), follow=True))
@@ -143,6 +145,8 @@ def _lanes(trace: Trace, rounds: list, base: list, *, spec_rate: float, base_rat
             rate=spec_rate,
         )
     )
+    with left:
+        shared_drafts_note()
     base_body = markup.plain_text_html(
         trace.prompt, [e.token.text for e in base], caret=len(base) < base_total, follow=True
     )

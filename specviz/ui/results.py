@@ -14,6 +14,7 @@ from specviz.serving.jobs import Job
 from .files import trace_download
 from .prompt import prompt_picker
 from .runner import BatchResult
+from .server import shared_drafts_note
 from .state import Settings, key, page_state, remember
 from .viewer import legend
 
@@ -131,6 +132,7 @@ def lab_results(page: str, runs: list[lab.LabRun]) -> None:
     chosen = runs[pick if pick is not None and pick < len(runs) else 0]
     legend(("prompt", "accepted", "resampled", "bonus"))
     st.html(markup.text_html(chosen.prompt, chosen.trace.rounds))
+    shared_drafts_note()
     st.caption("Hover a token to see its round and, for an accepted draft token, min(1, p/q).")
     trace_download(chosen.trace, page, label="Download this run (JSON)")
 

@@ -143,6 +143,19 @@ def remote_code_note() -> str:
     )
 
 
+SHARED_DRAFTS_WORDS = (
+    "Traffic is shared on this server: anyone's requests can show up in anyone's drafts (the traffic drafter and "
+    "the controller copy earlier requests and answers, of every visitor)."
+)
+
+
+def shared_drafts_note() -> None:
+    """Beside drafts on every page that shows them, where the server shares its traffic store: one caption (the
+    sidebar's "Device and loading" section, collapsed, is not where a reader of the drafts looks)."""
+    if session_learning().share_traffic:
+        st.caption(SHARED_DRAFTS_WORDS)
+
+
 def sharing_note() -> str:
     """Markdown: whose requests a traffic draft reads, whose trained heads a run drafts with, how to change it."""
     learning = session_learning()  # this session's, with the switches read again

@@ -18,6 +18,7 @@ from .advice import slow_run_note
 from .files import recorded_traces, trace_download
 from .recorded import its_prompt, trace_banner
 from .safe import safe
+from .server import shared_drafts_note
 from .state import adopt_trace, key, page_state, remember
 
 SPEEDS = {"0.5×": 0.5, "1×": 1.0, "2×": 2.0, "4×": 4.0}
@@ -58,6 +59,7 @@ def round_view(event: RoundEvent, context: RoundContext, *, show_chart: bool = T
         + markup.round_chips_html(event, greedy)
         + markup.tree_html(event, greedy)
     )
+    shared_drafts_note()
     left, right = st.columns([3, 2], gap="large")
     with right:
         asked = context.config.gamma if context.config.schedule == "constant" else None
