@@ -17,6 +17,9 @@ from specviz.cli.args import (
     OneLineParser,
     add_config_arguments,
     add_pair_arguments,
+    bound,
+    bounded_float,
+    bounded_int,
     config_from,
     output_path,
     pair_spec,
@@ -25,6 +28,7 @@ from specviz.cli.args import (
 from specviz.errors import UserError
 from specviz.progress import ConsoleProgress
 from specviz.runs import PromptError, check_length
+from specviz.training.cli import RANGES as TRAIN_RANGES
 from specviz.training.cli import add_arguments as add_train_heads_arguments
 
 
@@ -157,11 +161,19 @@ def build_parser() -> argparse.ArgumentParser:
     train_heads = commands.add_parser("train-heads", help="train Medusa heads on the target (self-distillation)")
     add_pair_arguments(train_heads)
     add_train_heads_arguments(train_heads)
+    bound(
+        train_heads,
+        {dest: bounded_int(lo, hi) for dest, (lo, hi) in TRAIN_RANGES.items()}
+        | {"lr": bounded_float(0, 1, lo_open=True, hi_open=True)},
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # a refused argument (its one line is printed) or --help: its exit status
+        return exc.code if isinstance(exc.code, int) else 2
     handlers = {"prepare": cmd_prepare, "generate": cmd_generate, "bench": cmd_bench, "train-heads": cmd_train_heads}
     try:
         return handlers[args.command](args)

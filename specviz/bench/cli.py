@@ -12,8 +12,9 @@ from pathlib import Path
 import torch
 
 from specviz import ROOT
-from specviz.cli.args import add_config_arguments, config_from, output_path, pair_spec, writing
-from specviz.decoding.config import ConfigError, SpecConfig
+from specviz.cli.args import add_config_arguments, bound, bounded_int, config_from, output_path, pair_spec, writing
+from specviz.decoding.batch import MAX_BATCH
+from specviz.decoding.config import GAMMA_LIMIT, ConfigError, SpecConfig
 from specviz.lessons.prompts import DEFAULT_PROMPTS, load_prompts
 from specviz.progress import ConsoleProgress
 
@@ -26,6 +27,9 @@ from .run import BenchSettings, run_benchmark
 
 CATEGORIES = ("code", "prose", "translation", "repetition", "math")
 # Our settings that the benchmark uses unless told otherwise: the tuned configuration.
+MAX_PER_CATEGORY = 10_000  # prompts per category
+MAX_REPEATS = 20  # runs per prompt and method (BenchSettings checks the same), samples per forward
+MAX_THREADS = 1024
 BENCH_DEFAULTS = dict(gamma=6, schedule="auto", gamma_max=16, draft_confidence=0.7, lookahead=8, alternatives=2)
 
 
@@ -36,11 +40,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=",".join(CATEGORIES),
         help="comma-separated categories of the prompt file (default: all five)",
     )
-    parser.add_argument("--per-category", type=int, default=None, help="use only the first N prompts of each category")
+    parser.add_argument(
+        "--per-category",
+        type=bounded_int(1, MAX_PER_CATEGORY),
+        default=None,
+        help="use only the first N prompts of each category",
+    )
     add_config_arguments(parser, defaults=SpecConfig(**BENCH_DEFAULTS))
     parser.add_argument(
         "--repeats",
-        type=int,
+        type=bounded_int(1, MAX_REPEATS),
         default=1,
         help="times every prompt is run per method (--stream: every request, per drafter, interleaved)",
     )
@@ -56,6 +65,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"comma-separated, from {', '.join(METHODS)} (baseline is required)",
     )
     _mode_arguments(parser)
+    _engine_arguments(parser)
+    parser.add_argument(
+        "--json", default=None, metavar="PATH", help="where to write the JSON (default: out/bench-<time>.json)"
+    )
+    add_batch_arguments(parser)
+    bound(  # batching's numbers, each in the range bench checks
+        parser,
+        {
+            "batch_repeats": bounded_int(1, MAX_REPEATS),
+            "batch_rows": bounded_int(1, MAX_BATCH),
+            "batch_runs": bounded_int(1, 10),
+            "batch_engine_repeats": bounded_int(1, MAX_REPEATS),
+        },
+    )
+    parser.add_argument(
+        "--curve-out",
+        default=None,
+        metavar="PATH",
+        help="also write the verify-cost curve here (default for the built-in pair: "
+        "assets/verify_curve_<device>.json; 'none' to skip)",
+    )
+
+
+def _engine_arguments(parser: argparse.ArgumentParser) -> None:
+    """How the methods run: warm-up, the prompt's pass, the template, the target's kernels, compile, threads."""
     parser.add_argument("--no-warmup", action="store_true")
     parser.add_argument(
         "--no-fuse-prompt",
@@ -75,18 +109,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(CUDA graphs on a GPU; for ours and the baseline, not transformers' methods; "
         "--alternatives is then off: a compiled step takes no token-tree mask)",
     )
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own choice)")
-    parser.add_argument("--curve-gammas", type=int, default=CURVE_GAMMAS, help="largest g of the verify-cost curve")
     parser.add_argument(
-        "--json", default=None, metavar="PATH", help="where to write the JSON (default: out/bench-<time>.json)"
+        "--threads", type=bounded_int(1, MAX_THREADS), default=None, help="torch threads (default: torch's own choice)"
     )
-    add_batch_arguments(parser)
     parser.add_argument(
-        "--curve-out",
-        default=None,
-        metavar="PATH",
-        help="also write the verify-cost curve here (default for the built-in pair: "
-        "assets/verify_curve_<device>.json; 'none' to skip)",
+        "--curve-gammas",
+        type=bounded_int(0, GAMMA_LIMIT),
+        default=CURVE_GAMMAS,
+        help="largest g of the verify-cost curve",
     )
 
 
@@ -210,9 +240,6 @@ def stream_main(args: argparse.Namespace) -> int:
     print(format_stream(rows, doc["summary"]))
     print(f"\nJSON: {json_path}")
     return 0
-
-
-MAX_THREADS = 1024
 
 
 def check_modes(args: argparse.Namespace) -> None:

@@ -6,12 +6,21 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from specviz.decoding.config import DRAFTERS, ConfigError, SpecConfig
+from specviz.decoding.config import (
+    DRAFTERS,
+    GAMMA_LIMIT,
+    MAX_ALTERNATIVES,
+    MAX_NEW_TOKENS_LIMIT,
+    SEED_LIMIT,
+    ConfigError,
+    SpecConfig,
+)
 from specviz.drafters import needs_draft_model
 from specviz.errors import OutputError
 from specviz.models.loading import PairSpec
@@ -21,6 +30,56 @@ class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str):  # argparse would print the usage too; one clear line is enough
         print(f"specviz: error: {message} (see python -m specviz {self.prog.split()[-1]} --help)", file=sys.stderr)
         raise SystemExit(2)
+
+
+MAX_DIGITS = 40  # a number typed on the command line: longer is refused before int() reads it
+MAX_TEMPERATURE = 100.0  # far past where the warped distribution is flat
+MAX_TOP_K = 1_000_000  # past any vocabulary
+
+
+def bounded_int(lo: int, hi: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from lo to hi, or argparse's one-line refusal saying that range."""
+
+    def parse(text: str) -> int:
+        stripped = text.strip()
+        digits = stripped[1:] if stripped[:1] in "+-" else stripped
+        if not (0 < len(digits) <= MAX_DIGITS and digits.isascii() and digits.isdigit()):
+            raise argparse.ArgumentTypeError(f"must be a whole number between {lo} and {hi}, got {text[:40]!r}")
+        value = int(stripped)
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"must be between {lo} and {hi}, got {value}")
+        return value
+
+    parse.__name__ = "whole number"  # argparse's fallback message names the type
+    parse.bounds = (lo, hi, False, False)  # for the tests' matrix: (lo, hi, lo excluded, hi excluded)
+    return parse
+
+
+def bounded_float(lo: float, hi: float, *, lo_open: bool = False, hi_open: bool = False) -> Callable[[str], float]:
+    """An argparse type: a finite number in the range (a bracket that says whether each end is allowed)."""
+    shown = f"{'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text) if len(text) <= MAX_DIGITS * 2 else math.nan
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be a number in {shown}, got {text[:40]!r}")
+        if value < lo or value > hi or (lo_open and value == lo) or (hi_open and value == hi):
+            raise argparse.ArgumentTypeError(f"must be in {shown}, got {value:g}")
+        return value
+
+    parse.__name__ = "number"
+    parse.bounds = (lo, hi, lo_open, hi_open)
+    return parse
+
+
+def bound(parser: argparse.ArgumentParser, types: dict[str, Callable[[str], object]]) -> None:
+    """Give arguments another module defined their bounded types, by destination (every one must exist)."""
+    actions = {action.dest: action for action in parser._actions}
+    for dest, kind in types.items():
+        actions[dest].type = kind
 
 
 def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,7 +117,7 @@ def add_config_arguments(parser: argparse.ArgumentParser, defaults: SpecConfig |
     )
     parser.add_argument(
         "--gamma",
-        type=int,
+        type=bounded_int(1, GAMMA_LIMIT),
         default=defaults.gamma,
         help="draft length (the start value if the schedule is not constant)",
     )
@@ -68,16 +127,16 @@ def add_config_arguments(parser: argparse.ArgumentParser, defaults: SpecConfig |
         default=defaults.schedule,
         help="auto: drafts up to --gamma-max while the draft is confident, plain steps while it does not pay",
     )
-    parser.add_argument("--gamma-max", type=int, default=defaults.gamma_max)
+    parser.add_argument("--gamma-max", type=bounded_int(1, GAMMA_LIMIT), default=defaults.gamma_max)
     parser.add_argument(
         "--lookahead",
-        type=int,
+        type=bounded_int(0, GAMMA_LIMIT),
         default=defaults.lookahead,
         help="model drafter: prompt-lookup guesses scored per draft forward (0 = off)",
     )
     parser.add_argument(
         "--alternatives",
-        type=int,
+        type=bounded_int(0, MAX_ALTERNATIVES),
         default=defaults.alternatives,
         help="model drafter: other candidates for the last draft token, verified in the same "
         "target forward when the draft is unsure of it; medusa and eagle: other candidates per drafted "
@@ -85,15 +144,17 @@ def add_config_arguments(parser: argparse.ArgumentParser, defaults: SpecConfig |
     )
     parser.add_argument(
         "--draft-confidence",
-        type=float,
+        type=bounded_float(0, 1, hi_open=True),
         default=defaults.draft_confidence,
         help="stop drafting when the draft's top probability is below this (0 = off)",
     )
-    parser.add_argument("--temperature", type=float, default=defaults.temperature, help="0 = greedy")
-    parser.add_argument("--top-k", type=int, default=defaults.top_k, help="0 = off")
-    parser.add_argument("--top-p", type=float, default=defaults.top_p, help="1 = off")
-    parser.add_argument("--seed", type=int, default=defaults.seed)
-    parser.add_argument("--max-new-tokens", type=int, default=defaults.max_new_tokens)
+    parser.add_argument(
+        "--temperature", type=bounded_float(0, MAX_TEMPERATURE), default=defaults.temperature, help="0 = greedy"
+    )
+    parser.add_argument("--top-k", type=bounded_int(0, MAX_TOP_K), default=defaults.top_k, help="0 = off")
+    parser.add_argument("--top-p", type=bounded_float(0, 1, lo_open=True), default=defaults.top_p, help="1 = off")
+    parser.add_argument("--seed", type=bounded_int(0, SEED_LIMIT), default=defaults.seed)
+    parser.add_argument("--max-new-tokens", type=bounded_int(1, MAX_NEW_TOKENS_LIMIT), default=defaults.max_new_tokens)
 
 
 def pair_spec(args: argparse.Namespace) -> PairSpec:

@@ -27,6 +27,19 @@ class TrainHeadsError(UserError, ValueError):
     """A training setting out of range."""
 
 
+RANGES = {  # each whole-number option: its least and largest value (the command line's types say the same)
+    "heads": (1, 8),
+    "tokens": (64, 1_000_000),
+    "heldout_tokens": (16, 1_000_000),
+    "epochs": (1, 100),
+    "chunk": (16, 4096),
+    "batch": (1, 65536),
+    "new_tokens": (2, 4096),
+    "rows": (1, MAX_ROWS),
+    "seed": (0, SEED_LIMIT),
+}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = TrainSettings()
     parser.add_argument("--kind", choices=list(NAMES), default="medusa", help="Medusa-1 heads or an EAGLE head")
@@ -67,17 +80,10 @@ def settings_from(args: argparse.Namespace) -> TrainSettings:
     if args.epochs is None:
         args.epochs = default_epochs(args.kind)
     checks = [
-        (1 <= args.heads <= 8, "--heads must be between 1 and 8"),
-        (64 <= args.tokens <= 1_000_000, "--tokens must be between 64 and 1,000,000"),
-        (16 <= args.heldout_tokens <= 1_000_000, "--heldout-tokens must be between 16 and 1,000,000"),
-        (1 <= args.epochs <= 100, "--epochs must be between 1 and 100"),
-        (16 <= args.chunk <= 4096, "--chunk must be between 16 and 4096"),
-        (1 <= args.batch <= 65536, "--batch must be between 1 and 65536"),
-        (0 < args.lr < 1, "--lr must be in (0, 1)"),
-        (2 <= args.new_tokens <= 4096, "--new-tokens must be between 2 and 4096"),
-        (1 <= args.rows <= MAX_ROWS, f"--rows must be between 1 and {MAX_ROWS}"),
-        (0 <= args.seed <= SEED_LIMIT, f"--seed must be between 0 and {SEED_LIMIT}, got {args.seed}"),
+        (lo <= getattr(args, dest) <= hi, f"--{dest.replace('_', '-')} must be between {lo:,} and {hi:,}")
+        for dest, (lo, hi) in RANGES.items()
     ]
+    checks.append((0 < args.lr < 1, "--lr must be in (0, 1)"))
     for ok, message in checks:
         if not ok:
             raise TrainHeadsError(message)
