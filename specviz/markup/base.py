@@ -95,6 +95,11 @@ def count(x: object, limit: int = 10**9) -> int:
     return min(max(x, 0), limit)
 
 
+def counted(n: int, word: str, words: str | None = None) -> str:
+    """n with its noun: "1 run", "2 runs", "1,024 tokens" (`words` where the plural is not word + "s")."""
+    return f"{n:,} {word if n == 1 else (words or word + 's')}"
+
+
 def round_ending(event: object) -> str:
     """How a round ended, for its words and chips: "empty" (nothing drafted: one plain target step), "eos" (an
     accepted drafted token was the end of text: the commit stopped there, so no next token followed it), else its

@@ -79,6 +79,8 @@ def parse_json(data: str | bytes) -> Any:
         return json.loads(data, object_hook=count, parse_constant=_no_constant)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise Refused(f"not a JSON file ({exc.__class__.__name__}: {str(exc)[:200]})") from None
+    except Refused:  # the hooks' own refusals, already worded (a ValueError too: not wrapped again)
+        raise
     except ValueError as exc:  # int()'s digit limit, the only other ValueError json.loads raises
         raise Refused(f"not a usable trace file: {str(exc)[:80]}") from None
     except RecursionError:

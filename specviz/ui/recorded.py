@@ -138,7 +138,7 @@ def lab_to_show(page: str) -> list[lab.LabRun] | None:
         return None
     precision = next((r.trace.pair.get("dtype") for r in batch.runs if isinstance(r.trace.pair, dict)), None)
     line = recording_line(batch.recorded, precision)
-    recorded_banner(f"{len(batch.runs)} runs", line, "Run the batch", batch.recorded.by)
+    recorded_banner(markup.counted(len(batch.runs), "run"), line, "Run the batch", batch.recorded.by)
     return list(batch.runs)
 
 

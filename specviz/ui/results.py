@@ -48,7 +48,7 @@ def adopt_lab_runs(page: str, batch: BatchResult, job: Job) -> None:
         state.error = batch.failed
         st.error(batch.failed)  # this run has drawn the page's errors already; later runs show it there
     elif job.state == "cancelled":
-        st.warning(f"Stopped: {len(batch.runs)} runs finished before the stop.")
+        st.warning(f"Stopped: {markup.counted(len(batch.runs), 'run')} finished before the stop.")
 
 
 def _chart_and_words(figure, chart_key: str, words: str) -> Any:
@@ -88,7 +88,7 @@ def _gamma_tab(page: str, runs: list[lab.LabRun]) -> None:
 
 def lab_results(page: str, runs: list[lab.LabRun]) -> None:
     """The batch's table, the acceptance by position, category, temperature, drafter and γ, and one run's text."""
-    st.subheader(f"{len(runs)} runs")
+    st.subheader(markup.counted(len(runs), "run"))
     st.dataframe(lab.run_rows(runs), hide_index=True, key=key(page, "table"))
     t1, t2, t3, t4, t5 = st.tabs(
         ["By draft position", "By category", "By temperature", "N-gram vs draft model", "γ over time"]
