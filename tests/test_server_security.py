@@ -194,7 +194,7 @@ def test_lab_keeps_the_finished_runs_when_one_fails(app, monkeypatch):
     runs = state(app, "lab").result
     assert len(runs) == 1 and runs[0].trace.summary.new_tokens == 8  # the run before the failure
     assert any("Run 2 of 2 failed" in e and "boom in run two" in e for e in texts(app.error)), texts(app.error)
-    assert any("1 runs" in s.value for s in app.subheader)  # and it is shown
+    assert any(s.value == "1 run" for s in app.subheader)  # and it is shown, in the singular
     app.run()
     assert any("boom in run two" in e for e in texts(app.error))  # the error stays until the next run
 
