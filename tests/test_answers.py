@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from specviz.lessons import answers, experiments, lab, lossless, theory
-from specviz.lessons.screen import Screen, made_of
+from specviz.lessons.screen import Made, Screen, made_of
 from specviz.runs import speedup
 from specviz.traces.trace import load_trace
 from specviz.ui.quoted import numbers_in, quoted_words
@@ -286,3 +286,17 @@ def test_a_recording_is_named_as_one_with_its_machine_precision_and_date():
     assert f"unlike {made.words}: {speedup(RECORDED['rename_auto']):.2f}×" in text
     assert text.startswith("Here plain decoding won: Speed-up 0.65× (yours, measured now at bfloat16)")
     assert "this machine" not in text and "this CPU" not in text
+
+
+def test_the_line_above_an_answer_names_the_recording_it_quotes_in_one_sentence():
+    """'The answer below quotes the result on the recording, made on …' (it read 'the result the recording, made on')
+    for an experiment whose facts it does not list, and 'quotes the recording, made on …, <what>: …' for one whose it
+    does; nothing for an answer that quotes no recording."""
+    made = Made("AMD EPYC (2 CPUs)", "float32", "2026-12-01")
+    answer = f"At a = 0.61 the Speed-up shows 1.00× (the verify costs {made.words})."
+    assert quoted_words("gamma8_threshold", answer, made) == (
+        "**The answer below quotes** the result on the recording, made on AMD EPYC (2 CPUs) at float32 on 2026-12-01."
+    )
+    listed = quoted_words("lab_temperature", answer, made)
+    assert listed.startswith("**The answer below quotes** the recording, made on AMD EPYC (2 CPUs) at float32 on ")
+    assert quoted_words("gamma8_threshold", "In your batch, measured now: 1.00×.", made) is None

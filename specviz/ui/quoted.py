@@ -180,6 +180,6 @@ def quoted_words(experiment_id: str, answer: str, made: Made | None) -> str | No
     if made is None or "on the recording" not in answer:
         return None
     if experiment_id not in QUOTED:
-        return f"**The answer below quotes** the result {made.words[3:]}."
+        return f"**The answer below quotes** the result {made.words}."  # "… the result on the recording, made on …"
     label, facts = QUOTED[experiment_id]
     return f"**The answer below quotes** {made.words[3:]}, {label}: " + " · ".join(facts())
