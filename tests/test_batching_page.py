@@ -62,7 +62,7 @@ def test_the_shipped_result_shows_at_once(monkeypatch):
     table = at.dataframe[0].value  # the table is the file's rows
     assert list(table["B"]) == [r["batch"] for r in rows]
     assert list(table[f"speed-up, γ = {gamma}"]) == [round(r["ragged"]["measured_speedup"], 2) for r in rows]
-    assert list(table["tokens per row per round"]) == [round(r["ragged"]["tokens_per_round"], 2) for r in rows]
+    assert list(table["tokens / row / round"]) == [round(r["ragged"]["tokens_per_round"], 2) for r in rows]
     assert list(table["… waiting for the slowest row"]) == [round(r["min_cut"]["tokens_per_round"], 2) for r in rows]
     assert list(table["best γ"]) == [r["best_gamma"] for r in rows]
     traces = {t["name"].replace("<br>", " "): t for t in chart(at, "speedup")["data"]}  # a legend entry wraps

@@ -211,8 +211,9 @@ def by_schedule(run: LabRun) -> str:
 
 
 def run_rows(runs: Iterable[LabRun]) -> list[dict]:
-    """One row per run, for a table: what sets the run apart and what answers the lab's questions (acceptance,
-    tokens per pass, speed) first, on the first screen of a narrow window; the counts and the prompt after."""
+    """One row per run, for a table: what sets the run apart and the columns the lab's answers read (acceptance rate,
+    tokens / s) first, whole in a window 1024 px wide (tests/test_layout.py); tokens per pass, the counts and the
+    prompt after."""
     rows = []
     for run in runs:
         s, c = run.trace.summary, run.trace.config
@@ -222,8 +223,8 @@ def run_rows(runs: Iterable[LabRun]) -> list[dict]:
                 "drafter": drafter_name(c.drafter),
                 "temperature": c.temperature,
                 "acceptance rate": round(s.acceptance_rate, 3),
-                "mean acceptance length": round(s.new_tokens / s.rounds, 2) if s.rounds else 0.0,
                 "tokens / s": round(s.tokens_per_second, 2),
+                "mean acceptance length": round(s.new_tokens / s.rounds, 2) if s.rounds else 0.0,
                 "schedule": c.schedule,
                 "γ": c.gamma,
                 "new tokens": s.new_tokens,
@@ -237,22 +238,28 @@ def run_rows(runs: Iterable[LabRun]) -> list[dict]:
 
 
 def drafter_comparison(runs: Iterable[LabRun]) -> list[dict]:
-    """Draft model against n-gram on the same prompt and settings: one row per prompt and temperature, each
-    drafter's acceptance, tokens per pass and speed first, the schedule and the prompt after."""
-    table: dict[tuple, dict] = {}
+    """Draft model against n-gram on the same prompt and settings: one row per prompt and temperature, both
+    drafters' tokens / s first (which is faster, side by side in a window 1024 px wide), then both acceptances and
+    tokens per pass, the schedule and the prompt after."""
+    table: dict[tuple, dict[str, dict[str, float]]] = {}
     for run in runs:
-        c = run.trace.config
-        key = (run.category, run.prompt, c.temperature, c.schedule)
-        row = table.setdefault(key, {"category": run.category, "temperature": c.temperature})
-        s = run.trace.summary
-        name = drafter_name(c.drafter)
-        row[f"{name}: acceptance"] = round(s.acceptance_rate, 3)
-        row[f"{name}: mean acceptance length"] = round(s.new_tokens / s.rounds, 2) if s.rounds else 0.0
-        row[f"{name}: tokens / s"] = round(s.tokens_per_second, 2)
+        c, s = run.trace.config, run.trace.summary
+        drafters = table.setdefault((run.category, run.prompt, c.temperature, c.schedule), {})
+        drafters[drafter_name(c.drafter)] = {
+            "tokens / s": round(s.tokens_per_second, 2),
+            "acceptance": round(s.acceptance_rate, 3),
+            "mean acceptance length": round(s.new_tokens / s.rounds, 2) if s.rounds else 0.0,
+        }
     return [
-        {**row, "schedule": schedule, "prompt": short(prompt, 50)}
-        for (_, prompt, _, schedule), row in table.items()
-        if sum(k.endswith(": acceptance") for k in row) >= 2
+        {
+            "category": category,
+            "temperature": temperature,
+            **{f"{name}: {what}": drafters[name][what] for what in next(iter(drafters.values())) for name in drafters},
+            "schedule": schedule,
+            "prompt": short(prompt, 50),
+        }
+        for (category, prompt, temperature, schedule), drafters in table.items()
+        if len(drafters) >= 2
     ]
 
 

@@ -119,8 +119,8 @@ def _while_decoding(ragged: dict) -> str:
     if abs(_yield(ragged) - own) < 0.005:
         return ""
     return (
-        f" per round the batch ran ({own:.2f} per round while the row was still decoding, the table's tokens per "
-        "row per round: a finished row leaves the batch and gains nothing from the rounds the batch still runs for "
+        f" per round the batch ran ({own:.2f} per round while the row was still decoding, the table's tokens / "
+        "row / round: a finished row leaves the batch and gains nothing from the rounds the batch still runs for "
         "the others)"
     )
 

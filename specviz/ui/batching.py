@@ -212,16 +212,18 @@ def show_result(doc: dict, recorded: bool) -> None:
 
 
 COLUMN_HELP = {  # the table's number columns that need a word of explanation
-    "a (kept ÷ checked)": "Leviathan's a, the expected acceptance, estimated at the fixed γ: the drafts the target "
-    "kept over the drafts it checked (not the acceptance rate, accepted ÷ drafted)",
-    "tokens per row per round": "mean acceptance length per row: what one round commits to one row, bonus or "
-    "correction included; every row keeps what it accepted",
+    "speed-up, waiting": "the speed-up when the batch waits for its slowest row at every round: every row keeps only "
+    "the batch's shortest accepted prefix (min-cut)",
+    "tokens / row / round": "mean acceptance length per row: what one round commits to one row, bonus or correction "
+    "included; every row keeps what it accepted",
     "… its rows alone": "the same rows, each decoded on its own (batch size 1): what the batched rows should match",
     "… waiting for the slowest row": "the same when every row keeps only the batch's shortest accepted prefix "
     "(min-cut)",
-    "predicted": "the forwards timed at each batch size (a draft step, a verify), added up over the rounds this run "
-    "had (rows leave the batch as they finish, the last round drafts only up to the budget), against the plain "
-    "run's steps timed the same way",
+    "predicted speed-up": "the forwards timed at each batch size (a draft step, a verify), added up over the rounds "
+    "this run had (rows leave the batch as they finish, the last round drafts only up to the budget), against the "
+    "plain run's steps timed the same way",
+    "a (kept ÷ checked)": "Leviathan's a, the expected acceptance, estimated at the fixed γ: the drafts the target "
+    "kept over the drafts it checked (not the acceptance rate, accepted ÷ drafted)",
     "T(B) s": "one plain step of the whole batch: the target over B rows of one token",
     "best γ": "the draft length with the highest measured speed-up; 0 means off: no γ tried beats plain decoding",
     "its speed-up": "the highest speed-up among the γ tried; below 1 where plain decoding is faster (best γ 0, off)",
@@ -236,19 +238,22 @@ TABLE_HELP = {name: st.column_config.NumberColumn(help=text) for name, text in C
 
 
 def table_row(row: dict, gamma: int) -> dict:
-    """One B's row of the table; a version 2 file has no rows alone, so no such column."""
+    """One B's row of the table: the columns the guided experiments read (the speed-up of both rules, the tokens a
+    round gives a row against its rows alone) first, whole in a window 1024 px wide (tests/test_layout.py), with
+    short names; the predictions, best γ and the timings after. A version 2 file has no rows alone, so no such
+    column."""
     ragged, cut = row["ragged"], row["min_cut"]
     best = max(row["gammas"], key=lambda e: e["measured_speedup"])
     cells = {
         "B": row["batch"],
-        "rows": row["batch"] * row["batches"],
-        "a (kept ÷ checked)": round(row["acceptance"], 2),
-        "tokens per row per round": round(ragged["tokens_per_round"], 2),
+        f"speed-up, γ = {gamma}": round(ragged["measured_speedup"], 2),
+        "speed-up, waiting": round(cut["measured_speedup"], 2),
+        "tokens / row / round": round(ragged["tokens_per_round"], 2),
         "… its rows alone": round(row["alone"]["tokens_per_round"], 2) if row.get("alone") else None,
         "… waiting for the slowest row": round(cut["tokens_per_round"], 2),
-        f"speed-up, γ = {gamma}": round(ragged["measured_speedup"], 2),
-        "predicted": round(ragged["predicted_speedup"], 2),
-        "speed-up waiting for the slowest row": round(cut["measured_speedup"], 2),
+        "predicted speed-up": round(ragged["predicted_speedup"], 2),
+        "a (kept ÷ checked)": round(row["acceptance"], 2),
+        "rows": row["batch"] * row["batches"],
         "best γ": row["best_gamma"],
         "its speed-up": round(best["measured_speedup"], 2),
         "predicted best γ": row["predicted_best_gamma"],
