@@ -435,6 +435,8 @@ def test_the_saved_store_is_owner_only_and_written_atomically(tmp_path, monkeypa
         ('{"format": "specviz-traffic", "sequences": [[1, 2, 3]], "x": 1}', "expected the fields"),
         ('{"format": "other", "sequences": []}', "format must be"),
         ('{"format": "specviz-traffic", "sequences": [1]}', "each sequence must be a list"),
+        ('{"format": "specviz-traffic", "sequences": "x"}', "sequences must be a list of token-id lists"),
+        ('{"format": "specviz-traffic", "sequences": [[1], [2], [3], [4], [5]]}', "at most 4 sequences"),
         ('{"format": "specviz-traffic", "sequences": [[1, 2, 3, 4, 5, 6]]}', "at most 5 tokens"),
         ("not json", "not a traffic store file"),
     ],

@@ -274,7 +274,8 @@ def _checked(data: bytes, max_requests: int, max_tokens: int, vocab: int) -> lis
     expect(isinstance(body, dict) and set(body) == {"format", "sequences"}, "expected the fields format, sequences")
     expect(body["format"] == FORMAT, f"format must be {FORMAT!r}")
     sequences = body["sequences"]
-    expect(isinstance(sequences, list) and len(sequences) <= max_requests, f"at most {max_requests} sequences")
+    expect(isinstance(sequences, list), "sequences must be a list of token-id lists")  # not "at most 256" for "x"
+    expect(len(sequences) <= max_requests, f"at most {max_requests} sequences")
     expect(all(isinstance(seq, list) for seq in sequences), "each sequence must be a list of token ids")
     expect(sum(map(len, sequences)) <= max_tokens, f"at most {max_tokens:,} tokens in all")
     for i, seq in enumerate(sequences):
