@@ -251,11 +251,15 @@ def test_the_gamma_chart_has_one_legend_entry_for_every_bs_star_and_it_names_no_
     assert "B =" not in stars[0].name
 
 
-def test_the_best_gamma_line_says_off_where_the_table_says_0_and_keeps_its_labels_inside():
+def test_the_latency_chart_writes_each_bs_best_gamma_under_it_off_where_the_table_says_0():
+    """Each B's best γ under its tick, not beside its point in the plot (issue 55: 'γ = 2' and 'off off' were written
+    over the lines and each other); nothing written in the plot."""
     from specviz.charts.batching import speedup_vs_batch_figure
 
-    (line,) = [t for t in speedup_vs_batch_figure(SHIPPED).data if "text" in t.mode]  # the best-γ line
+    fig = speedup_vs_batch_figure(SHIPPED)
     rows = SHIPPED["rows"]
-    assert list(line.text) == [f"γ = {r['best_gamma']}" if r["best_gamma"] else "off" for r in rows]
-    assert "off" in line.text  # the shipped recording has B where no γ pays
-    assert not any(p.startswith("top") for p in line.textposition) and line.textposition[-1].endswith("left")
+    assert list(fig.layout.xaxis.ticktext) == [
+        f"{r['batch']}<br>γ {r['best_gamma']}" if r["best_gamma"] else f"{r['batch']}<br>off" for r in rows
+    ]
+    assert any(t.endswith("off") for t in fig.layout.xaxis.ticktext)  # the shipped recording has B where none pays
+    assert not fig.layout.annotations and not any("text" in t.mode for t in fig.data)

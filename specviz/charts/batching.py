@@ -61,21 +61,15 @@ def speedup_vs_batch_figure(doc: dict) -> go.Figure:
     fig.add_scatter(
         x=batches,
         y=[e["measured_speedup"] for e in best],
-        # "off" where no γ beats plain decoding, as the table's best γ 0 says; the hover names the fastest γ
-        text=[f"γ = {e['gamma']}" if r["best_gamma"] else "off" for e, r in zip(best, rows, strict=True)],
         customdata=[e["gamma"] for e in best],
         name="every row keeps what it accepted, best γ at each B",
-        mode="lines+markers+text",
-        # beside each point, not above: above the first one is the title, beyond the last one the plot's edge
-        textposition=["middle right"] * (len(best) - 1) + ["middle left"],
-        cliponaxis=False,
+        mode="lines+markers",
         line=dict(color=COLORS["accepted"], width=3),
         hovertemplate="B = %{x}: %{y:.2f}× at γ = %{customdata}<extra></extra>",
     )
-    # on the left, below the line: the right end is where the speed-up lines fall through it
-    fig.add_hline(
-        y=1.0, line=dict(color="#94a3b8", dash="dot"), annotation_text="no speed-up", annotation_position="bottom left"
-    )
+    # no words in the plot: the lines cross wherever a run puts them ('γ = 2', 'off off' and 'no speed-up' were
+    # written over the lines and each other); the y-axis's title says what 1 is
+    fig.add_hline(y=1.0, line=dict(color="#94a3b8", dash="dot"))
     even = doc.get("break_even_batch")
     if even is not None:  # a trace, not a shape: its x is in data units on a log axis too
         top = max(max(r["ragged"]["measured_speedup"], r["ragged"]["predicted_speedup"]) for r in rows)
@@ -88,8 +82,18 @@ def speedup_vs_batch_figure(doc: dict) -> go.Figure:
             hovertemplate=f"B = {even}: the first batch size measured below 1× at γ = {gamma}<extra></extra>",
         )
     _batch_axis(fig, batches)
+    # each B's best γ under it, "off" where no γ beats plain decoding (the table's best γ 0)
+    fig.update_xaxes(
+        title_text="batch size B, its best γ",
+        ticktext=[f"{b}<br>{best_gamma_words(r)}" for b, r in zip(batches, rows, strict=True)],
+    )
     fig.update_yaxes(title_text="speed-up (plain = 1)", rangemode="tozero")  # short: a long one runs into the title
     return _layout(fig, "Latency speed-up against the batch size", height=520)  # six legend entries, wrapped
+
+
+def best_gamma_words(row: dict) -> str:
+    """A B's best γ as the latency chart writes it under the B: "γ 4", or "off" where no γ beats plain decoding."""
+    return f"γ {row['best_gamma']}" if row["best_gamma"] else "off"
 
 
 def round_length_figure(doc: dict) -> go.Figure:
