@@ -115,9 +115,9 @@ def test_rollback_gives_fresh_logits(pair, prompt_ids, monkeypatch):
     original = CachedModel.feed
     checked = {"feeds": 0, "after_crop": 0}
 
-    def checking_feed(self, new_ids, logits_to_keep=1):
+    def checking_feed(self, new_ids, logits_to_keep=1, committed=None):
         cropped_before = getattr(self, "_was_cropped", False)
-        logits = original(self, new_ids, logits_to_keep)
+        logits = original(self, new_ids, logits_to_keep, committed)
         with torch.inference_mode():
             fresh = self.model(torch.tensor([self.ids])).logits[0, -logits_to_keep:]
         torch.testing.assert_close(logits, fresh, atol=1e-4, rtol=1e-4)

@@ -51,6 +51,7 @@ def test_local_pair_loads_with_names_quantized_draft_and_pad_token(tmp_path):
         "draft_quantized": "int8",
         "target_kernels": "oneDNN prepacked",
         "precision": "fp32",
+        "attention": "row-invariant",
     }
     assert pair.dtype == torch.float32 and pair.device == torch.device("cpu")
     assert not pair.target.training and not pair.draft.training

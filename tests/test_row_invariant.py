@@ -107,3 +107,52 @@ def test_the_identity_words_follow_the_runs_attention():
     assert "identical in every precision" in precision_note(live) and "tied" not in precision_note(live)
     assert "tied within rounding" in precision_note(old)
     assert "fault" in identity_broken(live) and "near-tie" in identity_broken(old)
+
+
+@pytest.mark.parametrize("control", [False, True])
+def test_a_prompt_fused_into_the_first_verify_gives_the_prompt_pass_and_single_steps_bits(target, control):
+    """SpecConfig.fuse_prompt (the bench's default): the first round feeds the prompt and the drafts in one forward
+    on an empty cache. Its prompt rows must be plain decoding's prompt pass and its draft rows single steps; the
+    negative control computes all of them as one prompt pass (no committed count)."""
+    prompt, drafts = ids(PREFIX, 4), ids(5, 5)
+    plain = CachedModel(target, VOCAB)
+    first = plain.feed(prompt)  # plain decoding's fused first step: the whole prompt, the next token's logits
+    steps = torch.cat([first, torch.stack([plain.feed([token])[0] for token in drafts])])
+    fused = CachedModel(target, VOCAB)
+    rows = fused.feed(prompt + drafts, logits_to_keep=len(drafts) + 1, committed=None if control else len(prompt))
+    assert torch.equal(rows, steps) != control
+
+
+@pytest.mark.parametrize("rows", [33, 64, 96])
+def test_a_verify_wider_than_the_bfloat16_kernels_block_still_gives_single_steps_bits(target, rows):
+    """oneDNN's prepacked bfloat16 kernel blocks 33 rows and more differently (models/rows.py): a feed multiplies
+    its drafts in pieces of at most 32 rows, so a tree verify of any width keeps single steps' bits."""
+    prefix, tokens = ids(PREFIX, 6), ids(rows, 7)
+    assert torch.equal(chain_verify(target, prefix, tokens), single_steps(target, prefix, tokens))
+
+
+def test_negative_control_without_the_pieces_a_wide_bfloat16_verify_differs():
+    """The kernel itself: 33 rows and more through a prepacked bfloat16 layer at once give some row other bits than
+    alone (two threads, this project's Xeon); in a feed's pieces they do not. Where a CPU's kernel keeps every row's
+    bits anyway, the control has nothing to show and says so."""
+    from specviz.models.fastpath import PrepackedLinear, prepack_available
+    from specviz.models.rows import invariant_feed
+
+    if not prepack_available():
+        pytest.skip("oneDNN's prepacked kernels are not in this torch")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)  # the suite's workers run on one thread each; the kernel splits its rows on two
+    try:
+        torch.manual_seed(0)
+        layer = PrepackedLinear(torch.nn.Linear(1536, 256).to(torch.bfloat16), batch_hint=8, min_rows=4)
+        x = torch.randn(96, 1536).to(torch.bfloat16)
+        with torch.inference_mode():
+            alone = torch.cat([layer(x[i : i + 1]) for i in range(96)])
+            at_once = torch.equal(layer(x), alone)  # outside a feed: one call, the kernel's own blocking
+            with invariant_feed(0):
+                in_pieces = torch.equal(layer(x), alone)
+    finally:
+        torch.set_num_threads(threads)
+    assert in_pieces
+    if at_once:
+        pytest.skip("this CPU's bfloat16 kernel gives 96 rows the bits of one: the control cannot show a difference")

@@ -203,7 +203,8 @@ def verify_phase(run: Run, draft: Draft) -> tuple[torch.Tensor, Decision]:
     pending = run.target.pending(run.committed)
     # Node i (-1: the root) is fed at len(pending) + i, so each parent index shifts by as much.
     nodes = [(node.token, node.parent + len(pending)) for node in draft.tree]
-    p = probabilities(run.target.feed_tree(pending + draft.ids, nodes, chain_rows=n + 1), run.warpers)
+    fed = run.target.feed_tree(pending + draft.ids, nodes, chain_rows=n + 1, committed=len(pending))
+    p = probabilities(fed, run.warpers)
     if draft.tree:
         return p, verify_tree(p, draft, generator=run.generator, greedy=run.config.greedy)
     return p, verify(p, draft, generator=run.generator, greedy=run.config.greedy)

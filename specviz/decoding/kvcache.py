@@ -7,6 +7,7 @@ what small models need there (a 0.5B draft otherwise spends most of a step launc
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ import torch.nn.functional as F
 from transformers import DynamicCache, StaticCache
 
 from specviz.models.attention import NAME as ROW_INVARIANT
+from specviz.models.rows import invariant_feed
 
 # Longest sequence a compiled decoder's static cache holds: the longest prompt the app accepts (2048
 # tokens), the most new tokens (1024) and the longest draft (32) plus its bonus token.
@@ -143,8 +145,9 @@ class CachedModel:
         return len(self.ids)
 
     @torch.inference_mode()
-    def feed(self, new_ids: list[int], logits_to_keep: int = 1) -> torch.Tensor:
-        """Append new_ids to the cache; return the logits of the last `logits_to_keep` positions, [k, V]."""
+    def feed(self, new_ids: list[int], logits_to_keep: int = 1, committed: int | None = None) -> torch.Tensor:
+        """Append new_ids to the cache; return the logits of the last `logits_to_keep` positions, [k, V].
+        `committed`: how many of new_ids are committed tokens (all by default; a fused first round's prompt)."""
         input_ids = self._input_ids(new_ids)
         if self.decoder is not None and self.length + len(new_ids) > self.decoder.max_length:
             raise RuntimeError(f"the compiled decoder's cache holds {self.decoder.max_length} tokens")
@@ -156,7 +159,8 @@ class CachedModel:
             logits = out.logits[0, -logits_to_keep:].clone()  # a CUDA graph's output is overwritten by its next replay
         else:  # the prompt pass (and everything without a compiled decoder)
             positions = list(range(self.length, self.length + len(new_ids)))
-            logits = self._forward(new_ids, positions, logits_to_keep, input_ids=input_ids)
+            with self._prompt_block(len(new_ids) if committed is None else committed):
+                logits = self._forward(new_ids, positions, logits_to_keep, input_ids=input_ids)
         self.ids.extend(new_ids)
         return fit_width(logits, self.vocab_width)
 
@@ -172,8 +176,15 @@ class CachedModel:
         implementation = getattr(self.model.config, "_attn_implementation", None)
         return self.decoder is None and implementation in ("sdpa", "eager", ROW_INVARIANT)
 
+    def _prompt_block(self, committed: int) -> contextlib.AbstractContextManager:
+        """Every row of a feed gets the bits of a single step, and on an empty cache the committed tokens (the prompt)
+        those of plain decoding's prompt pass, whatever follows them in the same forward (models/rows.py)."""
+        return invariant_feed(0 if self.ids else committed)
+
     @torch.inference_mode()
-    def feed_tree(self, chain: list[int], nodes: list[tuple[int, int]], chain_rows: int = 1) -> torch.Tensor:
+    def feed_tree(
+        self, chain: list[int], nodes: list[tuple[int, int]], chain_rows: int = 1, committed: int | None = None
+    ) -> torch.Tensor:
         """One forward over a token tree: `chain` appended as usual, plus `nodes`, each (token, parent) with parent
         an index into chain + nodes before it. Returns [chain_rows + len(nodes), V] logits: the rows of the last
         `chain_rows` chain tokens, then one row per node (the distribution after it).
@@ -183,7 +194,7 @@ class CachedModel:
         chain only (a node the target keeps is fed again next round, as any pending token is).
         """
         if not nodes:
-            return self.feed(chain, logits_to_keep=chain_rows)
+            return self.feed(chain, logits_to_keep=chain_rows, committed=committed)
         past, n, k = self.length, len(chain), len(nodes)
         device = self.device
         parents = list(range(-1, n - 1)) + [parent for _, parent in nodes]
@@ -204,15 +215,16 @@ class CachedModel:
             dtype = self.model.dtype
             mask = torch.zeros(mask.shape, dtype=dtype, device=device).masked_fill(~mask, torch.finfo(dtype).min)
         fed = chain + [token for token, _ in nodes]
-        logits = self._forward(
-            fed,
-            positions,
-            chain_rows + k,
-            parents=parents,
-            input_ids=self._input_ids(fed),
-            attention_mask=mask,
-            position_ids=torch.tensor([positions], device=device),
-        )
+        with self._prompt_block(len(fed) if committed is None else committed):
+            logits = self._forward(
+                fed,
+                positions,
+                chain_rows + k,
+                parents=parents,
+                input_ids=self._input_ids(fed),
+                attention_mask=mask,
+                position_ids=torch.tensor([positions], device=device),
+            )
         self.ids.extend(fed)
         self.truncate(past + n)
         return fit_width(logits, self.vocab_width)

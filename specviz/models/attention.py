@@ -30,6 +30,8 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
+from .rows import committed_rows
+
 NAME = "specviz_row_invariant"
 # Feeds of more rows than this on an empty cache (prompt passes) run as one call: both methods share them.
 PROMPT_ROWS = 64
@@ -48,13 +50,17 @@ def row_invariant_attention(
     """transformers' attention signature; returns ([B, q, heads, head_dim], None)."""
     batch, heads, rows, width = query.shape
     keys = key.shape[2]
+    block = (committed_rows() or 0) if keys == rows else 0  # an empty cache: the prompt, then any fused drafts
     if (
         not _ENABLED.get()
         or torch.compiler.is_compiling()
-        or (keys == rows and rows > PROMPT_ROWS)
+        or (keys == rows and rows > PROMPT_ROWS and block in (0, rows))
         or any(kwargs.get(name) is not None for name in ("softcap", "position_bias"))
+        or (block > 1 and (batch > 1 or not _causal_block(attention_mask, block)))
     ):
         return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
+    if block > 1:
+        return _prompt_then_rows(module, query, key, value, attention_mask, block, scaling=scaling, **kwargs)
     gqa = heads != key.shape[1]
     by_row = query.transpose(1, 2)  # [B, q, heads, head_dim]: row i then has a plain step's layout
     outputs = []
@@ -74,6 +80,37 @@ def row_invariant_attention(
             )
             outputs.append(out.transpose(1, 2))  # [1, 1, heads, head_dim]
     return torch.cat(outputs, dim=1).reshape(batch, rows, heads, width), None
+
+
+def _prompt_then_rows(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    block: int,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """A feed on an empty cache: the prompt's `block` rows as plain decoding's prompt pass computes them (one call
+    over their own keys), then each row after them (a fused first round's drafts) as a single step would."""
+    head, _ = sdpa_attention_forward(
+        module, query[:, :, :block], key[:, :, :block].contiguous(), value[:, :, :block].contiguous(), None, **kwargs
+    )
+    if block == query.shape[2]:
+        return head, None
+    mask = None if attention_mask is None else attention_mask[:, :, block:]
+    tail, _ = row_invariant_attention(module, query[:, :, block:], key, value, mask, **kwargs)
+    return torch.cat([head, tail], dim=1), None
+
+
+def _causal_block(mask: torch.Tensor | None, block: int) -> bool:
+    """The first `block` rows of the mask see exactly the keys before them and themselves (a prompt's rows)."""
+    if mask is None:
+        return True
+    head = mask[:, 0, :block, :]
+    seen = head if head.dtype == torch.bool else head == 0
+    causal = torch.ones(block, block, dtype=torch.bool, device=seen.device).tril()
+    return bool(torch.equal(seen[..., :block], causal.expand_as(seen[..., :block])) and not seen[..., block:].any())
 
 
 def _seen(mask: torch.Tensor | None, b: int, i: int, causal: int) -> int | torch.Tensor:

@@ -31,6 +31,8 @@ import torch
 from torch import nn
 from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
 
+from .rows import in_pieces
+
 
 def prepack_available() -> bool:
     """oneDNN is compiled in and enabled, and the two private ops exist in this torch."""
@@ -64,15 +66,17 @@ class PrepackedLinear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dtype != self.dtype or x.device.type != "cpu" or x.requires_grad:
             raise RuntimeError(f"this PrepackedLinear runs {self.dtype} inference on CPU only")
-        rows = x.numel() // self.in_features
+        flat = x.reshape(-1, self.in_features)
+        return in_pieces(flat, self._multiply).reshape(*x.shape[:-1], self.out_features)
+
+    def _multiply(self, flat: torch.Tensor) -> torch.Tensor:
+        rows = flat.shape[0]
         if rows >= self.min_rows:
-            return torch.ops.mkldnn._linear_pointwise(x.contiguous(), self.packed_weight, self.bias, "none", [], "")
+            return torch.ops.mkldnn._linear_pointwise(flat.contiguous(), self.packed_weight, self.bias, "none", [], "")
         # Few rows: pad with zero rows up to min_rows, where oneDNN's kernel for this packing is faster;
         # every output row depends on its own input row only, so the padding changes no result.
-        flat = x.reshape(rows, self.in_features)
         padded = torch.cat([flat, flat.new_zeros(self.min_rows - rows, self.in_features)])
-        out = torch.ops.mkldnn._linear_pointwise(padded, self.packed_weight, self.bias, "none", [], "")
-        return out[:rows].reshape(*x.shape[:-1], self.out_features)
+        return torch.ops.mkldnn._linear_pointwise(padded, self.packed_weight, self.bias, "none", [], "")[:rows]
 
     def extra_repr(self) -> str:
         return (

@@ -26,6 +26,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from .rows import in_pieces
+
 ROW_CHUNK = 8192  # rows quantized at a time: the float copy of the LM head alone would be 0.9 GB
 
 
@@ -92,7 +94,7 @@ class Int8Linear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, self.in_features).to(torch.bfloat16)
-        out = torch._weight_int8pack_mm(flat, self.weight_int8, self.scales)
+        out = in_pieces(flat, lambda rows: torch._weight_int8pack_mm(rows, self.weight_int8, self.scales))
         if self.bias is not None:
             out = out + self.bias
         return out.reshape(*x.shape[:-1], self.out_features)
