@@ -169,7 +169,11 @@ OVERFLOW_JS = """() => {
       kv.push(`the code view scrolls sideways (${code.clientWidth} px wide)`);
   return {cut, figures, overlaps, kv};
 }"""
-ANSWERS_JS = """() => [...document.querySelectorAll('[data-testid="stAlertContentSuccess"]')]
+# The answers shown in one experiment's box (its container's key names it): a box of its own, so that the answer read
+# is this experiment's, never the one of the experiment pressed before it, still on screen while the page reruns
+# (Step through's prose_defaults and temperature, Race's two races and Lossless's broken and few_samples begin
+# alike: the answer before was read and its numbers, gone once the page had rerun, were not found).
+ANSWERS_JS = """id => [...document.querySelectorAll(`.st-key-sv-exp-${id} [data-testid="stAlertContentSuccess"]`)]
   .map(el => el.innerText).filter(t => t.includes('What you should see'))"""
 TEXT_JS = """() => {
   const main = document.querySelector('[data-testid="stMain"]').cloneNode(true);
@@ -277,10 +281,11 @@ def at_both_sizes(page, where: str, run_button: str | None = None, cited: tuple[
 
 
 def shown_answer(page, experiment, where: str) -> str:
-    """The experiment's answer once it shows (its run, if it has one, finished)."""
-    start = " ".join(experiment.observe.split())[:30]
+    """The experiment's answer once it shows (its run, if it has one, finished): in its own box, with its whole
+    'what to look for'."""
+    observe = " ".join(experiment.observe.split())
     for _ in range(ANSWER_WAIT_MS // 250):
-        shown = [a for a in page.evaluate(ANSWERS_JS) if start in " ".join(a.split())]
+        shown = [a for a in page.evaluate(ANSWERS_JS, experiment.id) if observe in " ".join(a.split())]
         if shown:
             return shown[0]
         page.wait_for_timeout(250)
@@ -291,8 +296,9 @@ def press_every_experiment(page, route: str, where: str, unseen_ids: set[str]) -
     problems = []
     for experiment in experiments.for_page(route):
         page.locator(f".st-key-{experiment.page}-exp_{experiment.id} button").first.click()
-        answer = shown_answer(page, experiment, where)
+        shown_answer(page, experiment, where)
         problems += at_both_sizes(page, f"{where} {experiment.id}", cited=CITED_COLUMNS.get(experiment.id, ()))
+        answer = shown_answer(page, experiment, where)  # read again once settled, as the page's text beside it
         problems += [f"{where} {experiment.id}: in its answer: {m!r}" for m in set(IN_ANSWERS.findall(answer))]
         missing = unseen(answer_numbers(answer), page.evaluate(TEXT_JS))
         if missing:  # shown with a failure: which numbers
