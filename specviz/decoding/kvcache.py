@@ -179,6 +179,8 @@ class CachedModel:
     def _prompt_block(self, committed: int) -> contextlib.AbstractContextManager:
         """Every row of a feed gets the bits of a single step, and on an empty cache the committed tokens (the prompt)
         those of plain decoding's prompt pass, whatever follows them in the same forward (models/rows.py)."""
+        if self.decoder is not None:  # a static cache: its keys hold empty slots; transformers' attention slices them
+            return contextlib.nullcontext()
         return invariant_feed(0 if self.ids else committed)
 
     @torch.inference_mode()

@@ -12,6 +12,8 @@ order, with no mask. For a causal chain those keys are a prefix of the cache; fo
 the cache, its ancestors and itself: the keys a plain step would see once that path is committed. A long prompt pass
 on an empty cache runs as transformers' one call: plain decoding and speculation share it.
 
+It works inside a CachedModel's feed on a dynamic cache (models/rows.py, `invariant_feed`), where the keys are the
+cache and the feed; elsewhere (transformers' generate, a batch, a static cache, training) it is transformers' sdpa.
 The price is n calls instead of one per layer (docs/notes/2026-12-precision.md, "Row-invariant attention").
 Under torch.compile (the GPU's compiled steps on a static cache) it stays transformers' sdpa: a loop over
 data-dependent key sets does not capture as one graph.
@@ -50,9 +52,11 @@ def row_invariant_attention(
     """transformers' attention signature; returns ([B, q, heads, head_dim], None)."""
     batch, heads, rows, width = query.shape
     keys = key.shape[2]
-    block = (committed_rows() or 0) if keys == rows else 0  # an empty cache: the prompt, then any fused drafts
+    committed = committed_rows()  # None outside a CachedModel's feed on a dynamic cache: transformers' own sdpa
+    block = (committed or 0) if keys == rows else 0  # an empty cache: the prompt, then any fused drafts
     if (
-        not _ENABLED.get()
+        committed is None
+        or not _ENABLED.get()
         or torch.compiler.is_compiling()
         or (keys == rows and rows > PROMPT_ROWS and block in (0, rows))
         or any(kwargs.get(name) is not None for name in ("softcap", "position_bias"))
