@@ -7,9 +7,10 @@ natively), int8 (the low-memory choice). Memory and speed on this project's CPU:
         (torch._weight_int8pack_mm)
 
 Each precision is its own target p, and speculative sampling is exact for any p. In every form a Linear layer
-computes each output row from its own input row with the same kernel for 1 row as for n, bit for bit
-(tests/test_precision.py), and the target's attention is made row-invariant (models/attention.py), so a verify's
-logits equal single steps' bit for bit and greedy speculative text is plain decoding's. Dynamic int8 quantization
+computes each output row from its own input row, bit for bit alone or among up to 32 rows (tests/test_precision.py;
+bfloat16's kernel blocks 33 and more differently, so a feed multiplies in pieces: models/rows.py), and the target's
+attention is made row-invariant (models/attention.py), so a verify's logits equal single steps' bit for bit and
+greedy speculative text is plain decoding's. Dynamic int8 quantization
 (activation scales from the whole input) would make a row depend on the others: it stays for the draft, whose q is
 only compared with what the draft itself drew. The draft is int8 dynamic on the CPU (fastpath.quantize_draft); a
 batch of rows scales its activations per token instead (fastpath.per_token_activations), so that a row's drafts do
