@@ -159,7 +159,7 @@ class CachedModel:
             logits = out.logits[0, -logits_to_keep:].clone()  # a CUDA graph's output is overwritten by its next replay
         else:  # the prompt pass (and everything without a compiled decoder)
             positions = list(range(self.length, self.length + len(new_ids)))
-            with self._prompt_block(len(new_ids) if committed is None else committed):
+            with self._feed_rows(len(new_ids) if committed is None else committed):
                 logits = self._forward(new_ids, positions, logits_to_keep, input_ids=input_ids)
         self.ids.extend(new_ids)
         return fit_width(logits, self.vocab_width)
@@ -176,7 +176,7 @@ class CachedModel:
         implementation = getattr(self.model.config, "_attn_implementation", None)
         return self.decoder is None and implementation in ("sdpa", "eager", ROW_INVARIANT)
 
-    def _prompt_block(self, committed: int) -> contextlib.AbstractContextManager:
+    def _feed_rows(self, committed: int) -> contextlib.AbstractContextManager:
         """Every row of a feed gets the bits of a single step, and on an empty cache the committed tokens (the prompt)
         those of plain decoding's prompt pass, whatever follows them in the same forward (models/rows.py)."""
         if self.decoder is not None:  # a static cache: its keys hold empty slots; transformers' attention slices them
@@ -217,7 +217,7 @@ class CachedModel:
             dtype = self.model.dtype
             mask = torch.zeros(mask.shape, dtype=dtype, device=device).masked_fill(~mask, torch.finfo(dtype).min)
         fed = chain + [token for token, _ in nodes]
-        with self._prompt_block(len(fed) if committed is None else committed):
+        with self._feed_rows(len(fed) if committed is None else committed):
             logits = self._forward(
                 fed,
                 positions,
