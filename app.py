@@ -26,6 +26,7 @@ PAGES = [
     st.Page("pages/heads.py", title="Heads", icon=":material/hub:"),
     st.Page("pages/learning.py", title="Learning", icon=":material/trending_up:"),
     st.Page("pages/batching.py", title="Batching", icon=":material/stacks:"),
+    st.Page("pages/your_server.py", title="Your server", icon=":material/monitoring:"),
 ]
 page = st.navigation(PAGES)
 ui.sidebar()

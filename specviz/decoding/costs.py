@@ -16,6 +16,7 @@ and the drafter read it. Its running averages are the two below.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -42,9 +43,25 @@ def expected_tokens(a: float, g: float) -> float:
     return (1.0 - a ** (g + 1.0)) / (1.0 - a)
 
 
+def expected_tokens_by_position(rates: Sequence[float | None], g: int) -> float:
+    """1 + r_1 + r_1 r_2 + ... + r_1...r_g: tokens one round of g drafts commits when position i is kept with
+    probability r_i given the positions before it were (the conditional rates a serving engine counts; None: no
+    draft reached it, kept with probability 0). E(a, g) when every r_i = a."""
+    tokens, kept = 1.0, 1.0
+    for rate in list(rates)[:g]:
+        kept *= rate or 0.0
+        tokens += kept
+    return tokens
+
+
+def round_steps(g: float, c: float, verify_steps: float = 1.0) -> float:
+    """g c + v: what a round of g drafts costs, in target steps (a draft step costs c, the verify v)."""
+    return g * c + verify_steps
+
+
 def speedup(a: float, g: float, c: float, verify_steps: float = 1.0) -> float:
     """E(a, g) / (g c + v): Leviathan et al.'s speed-up, with a verify that costs v target steps (1: theirs)."""
-    return expected_tokens(a, g) / (g * c + verify_steps)
+    return expected_tokens(a, g) / round_steps(g, c, verify_steps)
 
 
 def measured_speedup(a: float, g: float, t_target: float, t_draft: float, t_verify: float) -> float:

@@ -58,6 +58,12 @@ def measured_speedup(a: float, g: int, curve: dict) -> float:
     )
 
 
+def measured_round_steps(g: int, curve: dict) -> float:
+    """(g t_draft + t_verify(g)) / t_target: a round's cost in target steps with the curve's measured times, the
+    denominator measured_speedup divides E(a, g) by (the curve must have timed a draft)."""
+    return (g * curve["draft_step_seconds"] + curve_time(curve, g)) / curve["target_step_seconds"]
+
+
 def measured_speedup_curve(a: float, curve: dict, gammas: Sequence[int]) -> list[float]:
     return [measured_speedup(a, g, curve) for g in gammas]
 

@@ -1,0 +1,89 @@
+"""The Your server page's words: where its numbers come from, the table of each stretch of time, the cost ratio the
+advice assumes, and what an engine that publishes less (SGLang's gauges) or estimates (vLLM's counters with drafts of
+unequal length) means for the numbers. Every value a reader's server sent goes through md()."""
+
+from __future__ import annotations
+
+import urllib.parse
+
+from specviz.lessons.advisor import Advice
+from specviz.lessons.server_metrics import Window
+
+from .base import md
+from .provenance import recorded_on
+
+DEFAULT_C = 0.1  # a draft model a tenth of its target's step: Theory's default; EAGLE and n-gram drafts cost less
+
+
+def recording_origin(machine: object, precision: object, when: object) -> str:
+    """A recorded scrape's provenance: whose runs, where, in whose format."""
+    return (
+        f"a recording of specviz's own bench, in vLLM's format ({recorded_on(machine, precision, when)}): "
+        "the built-in pair's speculative runs, counted as vLLM counts them"
+    )
+
+
+def endpoint_shown(url: str) -> str:
+    """scheme://host:port/path of an endpoint, without what could be a secret (user, password, query)."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or "?"
+    port = f":{parts.port}" if parts.port else ""
+    return md(f"{parts.scheme}://{host}{port}{parts.path}", 120)
+
+
+def live_origin(engine: str, url: str, every: float, scrapes: int) -> str:
+    """A live reading's provenance: measured now, from which engine and endpoint, how often."""
+    return (
+        f"measured now from a {md(engine)} server at {endpoint_shown(url)}, read every {every:g} s "
+        f"({scrapes} reading{'' if scrapes == 1 else 's'} so far)"
+    )
+
+
+def _rate(x: float | None, spec: str) -> str:
+    return "—" if x is None else format(x, spec)
+
+
+def window_row(label: str, window: Window | None) -> dict[str, str]:
+    """One row of the table: a stretch of time and what the server counted in it."""
+    if window is None:
+        return {"over": label, "acceptance rate": "—", "mean acceptance length": "—", "drafted tokens / s": "—",
+                "accepted tokens / s": "—", "drafts": "—"}  # fmt: skip
+    m = window.metrics
+    drafted, accepted = window.per_second(m.draft_tokens), window.per_second(m.accepted_tokens)
+    restarts = f" ({window.restarts} restart{'' if window.restarts == 1 else 's'})" if window.restarts else ""
+    return {
+        "over": f"{label}: {window.seconds:,.0f} s{restarts}",
+        "acceptance rate": _rate(m.acceptance_rate, ".1%"),
+        "mean acceptance length": _rate(m.mean_acceptance_length, ".2f"),
+        "drafted tokens / s": _rate(drafted, ",.1f"),
+        "accepted tokens / s": _rate(accepted, ",.1f"),
+        "drafts": f"{m.drafts:,}",
+    }
+
+
+ESTIMATED = (
+    "The counters do not say how long each draft was, and the drafted tokens are not the drafts times the positions "
+    "counted: some drafts were shorter. A draft is taken to reach position i when it kept position i − 1, so the "
+    "rates “÷ reached i” (and the advice built on them) are lower bounds."
+)
+NO_POSITIONS = (
+    "This server publishes no per-position counts (…_num_accepted_tokens_per_pos), so there is no chart by position "
+    "and no advice (llama.cpp publishes them once a speculative request has finished)."
+)
+SGLANG = (
+    "SGLang publishes its acceptance rate and mean acceptance length as gauges, averaged over its own last logging "
+    "interval, and nothing per position: they are shown as SGLang computes them, without a chart or advice."
+)
+
+
+def cost_words(advice: Advice, source: str) -> str:
+    """Which cost ratio the advice assumes, and where it comes from."""
+    if advice.measured:
+        return (
+            f"A round's cost from the bench's verify-cost curve for the same pair ({source}): c = {advice.c:.3f}, "
+            "and a verify as timed for each length."
+        )
+    return (
+        f"A round of k drafts costs k·c + 1 target steps (Leviathan et al.), with c = {advice.c:.2f} ({source}): "
+        "one draft step ÷ one target step on your server."
+    )

@@ -1,0 +1,367 @@
+"""The Your server page's parts without a browser: reading each engine's exposition text (prometheus-client's
+parser), following counters across a restart, fetching an endpoint within its bounds from a local HTTP server the
+test starts (each engine's text, a wrong content type, an endless body, a stalled connection, redirects, nothing
+listening), and the draft-length advisor on hand-computed cases."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from specviz.decoding.costs import expected_tokens, expected_tokens_by_position, speedup
+from specviz.lessons import server_metrics as sm
+from specviz.lessons.advisor import advise, tail_rate
+from specviz.serving import scrape
+
+PROM = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def vllm_text(drafts: int, tokens: int, accepted: int, per_position=(), engine: str = "0", model: str = "m") -> str:
+    """vLLM's spec_decode counters as its /metrics writes them (prometheus-client: _total and _created samples)."""
+    lines = []
+    for name, value in (("num_drafts", drafts), ("num_draft_tokens", tokens), ("num_accepted_tokens", accepted)):
+        lines += [
+            f"# HELP vllm:spec_decode_{name} Number of {name}.",
+            f"# TYPE vllm:spec_decode_{name} counter",
+            f'vllm:spec_decode_{name}_total{{engine="{engine}",model_name="{model}"}} {float(value)}',
+            f'vllm:spec_decode_{name}_created{{engine="{engine}",model_name="{model}"}} 1.7e9',
+        ]
+    if per_position:
+        lines.append("# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter")
+        lines += [
+            f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="{engine}",model_name="{model}",'
+            f'position="{i}"}} {float(k)}'
+            for i, k in enumerate(per_position)
+        ]
+    lines += ["# TYPE vllm:num_requests_running gauge", 'vllm:num_requests_running{model_name="m"} 3.0']
+    return "\n".join(lines) + "\n"
+
+
+LLAMA_CPP = """# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.
+# TYPE llamacpp:prompt_tokens_total counter
+llamacpp:prompt_tokens_total 6886
+# TYPE llamacpp:spec_decode_num_drafts counter
+llamacpp:spec_decode_num_drafts 87
+# TYPE llamacpp:spec_decode_num_draft_tokens counter
+llamacpp:spec_decode_num_draft_tokens 261
+# TYPE llamacpp:spec_decode_num_accepted_tokens counter
+llamacpp:spec_decode_num_accepted_tokens 167
+# TYPE llamacpp:spec_decode_num_accepted_tokens_per_pos counter
+llamacpp:spec_decode_num_accepted_tokens_per_pos{position="0"} 70
+llamacpp:spec_decode_num_accepted_tokens_per_pos{position="1"} 55
+llamacpp:spec_decode_num_accepted_tokens_per_pos{position="2"} 42
+"""
+LLAMA_CPP_PLAIN = "# TYPE llamacpp:prompt_tokens_total counter\nllamacpp:prompt_tokens_total 6886\n"
+SGLANG = """# HELP sglang:spec_accept_length The average acceptance length of speculative decoding.
+# TYPE sglang:spec_accept_length gauge
+sglang:spec_accept_length{model_name="m"} 2.8
+# TYPE sglang:spec_accept_rate gauge
+sglang:spec_accept_rate{model_name="m"} 0.6
+"""
+OTHER = '# TYPE http_requests_total counter\nhttp_requests_total{code="200"} 1027\n'
+
+
+# --- reading the text ---------------------------------------------------------------------------------------------
+
+
+def test_vllm_counters_summed_over_engines_with_positions_one_based_by_order():
+    text = vllm_text(10, 30, 15, (8, 5, 2), engine="0") + vllm_text(30, 90, 45, (24, 15, 6), engine="1")
+    found = sm.read_exposition(text, 1.0)
+    assert found.engine == "vLLM" and found.series == 'model_name="m"' and found.others == ()
+    assert found.counters == sm.Counters(40, 120, 60, (32, 20, 8))
+    m = found.counters.metrics()
+    assert m.acceptance_rate == pytest.approx(0.5) and m.mean_acceptance_length == pytest.approx(2.5)
+    assert m.conditional_acceptance_rate == pytest.approx((32 / 40, 20 / 32, 8 / 20))
+
+
+def test_llama_cpp_bare_counter_names_and_sglang_gauges():
+    found = sm.read_exposition(LLAMA_CPP, 0.0)
+    assert found.engine == "llama.cpp" and found.counters == sm.Counters(87, 261, 167, (70, 55, 42))
+    sglang = sm.read_exposition(SGLANG, 0.0)
+    assert sglang.counters is None
+    assert sglang.gauges == {"mean acceptance length": 2.8, "acceptance rate": 0.6}
+
+
+def test_several_models_read_one_series_and_name_the_others():
+    text = vllm_text(10, 30, 15, (8, 5, 2), model="small") + vllm_text(50, 150, 90, (40, 30, 20), model="big")
+    found = sm.read_exposition(text, 0.0)
+    assert found.series == 'model_name="big"' and found.others == ('model_name="small"',)
+    assert found.counters.drafts == 50  # not 60: two models' counts are not added up
+    assert sm.read_exposition(text, 0.0, prefer='model_name="small"').counters.drafts == 10
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        (OTHER, "not one of the engines"),
+        (LLAMA_CPP_PLAIN, "publishes no speculative counters"),
+        ("# TYPE sglang:token_usage gauge\nsglang:token_usage 0.2\n", "SGLang server publishes no speculative"),
+        ("<html><body>hello</body></html>", "not Prometheus text"),
+        (vllm_text(1, 3, 1).replace("num_accepted_tokens_total", "x_total"), "num_accepted_tokens is missing"),
+        (vllm_text(1, 3, 1, (1,)).replace('position="0"', 'position="x"'), "position 'x'"),
+        (vllm_text(1, 3, -1), "not a count"),
+    ],
+)
+def test_an_answer_without_readable_counters_is_one_line(text, words):
+    with pytest.raises(sm.ServerMetricsError, match=words) as caught:
+        sm.read_exposition(text, 0.0)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_missing_per_position_family_gives_the_totals_and_no_positions():
+    found = sm.read_exposition(vllm_text(10, 30, 15), 0.0)
+    assert found.counters.per_position == () and found.counters.metrics().acceptance_rate == pytest.approx(0.5)
+
+
+# --- following counters -------------------------------------------------------------------------------------------
+
+
+def reading(at: float, drafts: int, tokens: int, accepted: int, per_position=()) -> sm.Scrape:
+    return sm.read_exposition(vllm_text(drafts, tokens, accepted, per_position), at)
+
+
+def test_counter_differences_over_a_window_and_since_the_first_reading():
+    history = sm.History()
+    for at, d in ((0.0, 100), (60.0, 110), (400.0, 150), (460.0, 170)):
+        history.add(reading(at, d, 3 * d, d, (d // 2, d // 3, d // 6)))
+    recent = history.window(300.0)
+    assert recent.counters.drafts == 20 and recent.seconds == 60.0  # 400 -> 460: the readings within 300 s
+    assert recent.per_second(recent.counters.draft_tokens) == pytest.approx(1.0)
+    whole = history.window()
+    assert whole.counters.drafts == 70 and whole.seconds == 460.0 and whole.restarts == 0
+    assert history.lifetime().drafts == 170
+
+
+def test_a_restart_starts_a_new_baseline_and_keeps_what_came_before():
+    history = sm.History()
+    history.add(reading(0.0, 100, 300, 150, (80, 50, 20)))
+    history.add(reading(10.0, 120, 360, 180, (96, 60, 24)))
+    history.add(reading(20.0, 5, 15, 9, (4, 3, 2)))  # the server restarted: its counters start from zero again
+    history.add(reading(30.0, 15, 45, 24, (12, 8, 4)))
+    window = history.window()
+    assert window.restarts == 1
+    # 20 before the restart, 5 counted by the new life up to its first reading, 10 after: never 15 - 120 < 0
+    assert window.counters == sm.Counters(35, 105, 54, (28, 18, 8))
+    assert history.lifetime() == sm.Counters(135, 405, 204, (108, 68, 28))
+    for value in window.counters.values():
+        assert value >= 0
+
+
+def test_negative_control_without_the_reset_check_a_restart_counts_backwards(monkeypatch):
+    monkeypatch.setattr(sm.Counters, "went_down_from", lambda self, before: False)
+    history = sm.History()
+    history.add(reading(0.0, 100, 300, 150))
+    history.add(reading(10.0, 5, 15, 9))
+    assert history.window().counters.drafts == -95  # what the check prevents
+
+
+def test_one_reading_gives_no_window_and_another_series_starts_again():
+    history = sm.History()
+    history.add(reading(0.0, 10, 30, 15))
+    assert history.window() is None and history.lifetime().drafts == 10
+    history.add(sm.read_exposition(LLAMA_CPP, 5.0))
+    assert len(history.scrapes) == 1 and history.latest.engine == "llama.cpp"
+
+
+# --- the advisor --------------------------------------------------------------------------------------------------
+
+
+def test_expected_tokens_by_position_is_leviathans_for_equal_rates():
+    for a in (0.0, 0.3, 0.8, 1.0):
+        for g in (1, 3, 6):
+            assert expected_tokens_by_position([a] * g, g) == pytest.approx(expected_tokens(a, g))
+    assert expected_tokens_by_position([0.9, None, 0.9], 3) == pytest.approx(1.9)  # nothing reached position 2
+
+
+def test_advisor_on_a_hand_computed_case():
+    # kept shares 1, .9, .72, .36, .0504, .007056; tokens 1.9, 2.62, 2.98, 3.0304, 3.037456; cost 1 + 0.1 k
+    advice = advise((0.9, 0.8, 0.5, 0.14, 0.14), 0.1)
+    assert [round(r.speedup, 4) for r in advice.rows] == [1.7273, 2.1833, 2.2923, 2.1646, 2.025]
+    assert advice.best == 3 and advice.current == 5
+    assert advice.tail_rate == pytest.approx(0.057456 / 0.4104)  # 0.14: positions 4 and 5 together
+    assert advice.gain == pytest.approx(2.98 / 1.3 / (3.037456 / 1.5) - 1)
+    assert advice.sentence == (
+        "Positions after 3 accept 14% of what reaches them (36% of drafts get there): a draft length of 3 would be "
+        "about 13% faster than your 5."
+    )
+
+
+def test_advisor_keeps_a_length_whose_last_position_pays():
+    advice = advise((0.9, 0.85, 0.8), 0.05)
+    assert advice.best == 3 and advice.tail_rate is None
+    assert "your draft length of 3 is the best of 1 to 3" in advice.sentence
+    assert "position 3 still accepts 80%" in advice.sentence
+
+
+def test_advisor_negative_control_a_costlier_draft_moves_the_best_down():
+    rates = (0.9, 0.8, 0.5, 0.14, 0.14)
+    assert advise(rates, 0.0).best == 5  # free drafts: every position is worth its (zero) cost
+    assert advise(rates, 1.0).best == 1  # a draft step as dear as a target step: 1.9 / 2 beats 2.62 / 3
+    equal = advise([0.8] * 6, 0.1)
+    assert equal.best == max(range(1, 7), key=lambda g: speedup(0.8, g, 0.1))  # Theory's optimum for one a
+    assert tail_rate((0.5, 0.5), 2) is None and advise((), 0.1) is None
+
+
+def test_advisor_with_a_measured_curve_uses_its_times():
+    curve = {"target_seconds": [1.0, 1.2, 1.4, 1.6], "target_step_seconds": 1.0, "draft_step_seconds": 0.1}
+    advice = advise((0.9, 0.8, 0.7), 0.5, curve)
+    assert advice.measured and advice.c == pytest.approx(0.1)
+    assert advice.row(2).steps == pytest.approx(2 * 0.1 + 1.4)  # t_verify(2) from the curve, not 1
+
+
+# --- fetching -----------------------------------------------------------------------------------------------------
+
+
+class Handler(BaseHTTPRequestHandler):
+    routes: dict = {}
+
+    def log_message(self, *args) -> None:  # noqa: ANN002 - quiet
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        route = self.routes.get(self.path)
+        if route is None:
+            self.send_error(404)
+            return
+        route(self)
+
+
+def answer(body: str, content_type: str = PROM):
+    def send(handler: BaseHTTPRequestHandler) -> None:
+        data = body.encode()
+        handler.send_response(200)
+        handler.send_header("Content-Type", content_type)
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        handler.wfile.write(data)
+
+    return send
+
+
+def endless(handler: BaseHTTPRequestHandler) -> None:
+    handler.send_response(200)
+    handler.send_header("Content-Type", PROM)
+    handler.end_headers()
+    line = b"# " + b"x" * 1022 + b"\n"
+    try:
+        for _ in range(100_000):  # 100 MB at most, should the reader never stop
+            handler.wfile.write(line)
+    except OSError:
+        pass
+
+
+def stalled(handler: BaseHTTPRequestHandler) -> None:
+    time.sleep(3)
+
+
+def stalled_body(handler: BaseHTTPRequestHandler) -> None:
+    handler.send_response(200)
+    handler.send_header("Content-Type", PROM)
+    handler.send_header("Content-Length", "100000")
+    handler.end_headers()
+    handler.wfile.write(b"# a start\n")
+    handler.wfile.flush()
+    time.sleep(3)
+
+
+def redirect(to: str):
+    def send(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(302)
+        handler.send_header("Location", to)
+        handler.end_headers()
+
+    return send
+
+
+@pytest.fixture(scope="module")
+def server():
+    sequence = iter([vllm_text(100, 300, 150, (80, 50, 20)), vllm_text(5, 15, 9, (4, 3, 2))])
+    Handler.routes = {
+        "/vllm": answer(vllm_text(10, 30, 15, (8, 5, 2))),
+        "/llamacpp": answer(LLAMA_CPP),
+        "/sglang": answer(SGLANG),
+        "/openmetrics": answer(vllm_text(10, 30, 15) + "# EOF\n", "application/openmetrics-text; version=1.0.0"),
+        "/restart": lambda h: answer(next(sequence))(h),
+        "/html": answer("<html>hello</html>", "text/html; charset=utf-8"),
+        "/json": answer("{}", "application/json"),
+        "/other": answer(OTHER),
+        "/endless": endless,
+        "/stalled": stalled,
+        "/stalled-body": stalled_body,
+        "/same-host": redirect("/vllm"),
+        "/elsewhere": redirect("http://metrics.example.invalid/metrics"),
+    }
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+@pytest.mark.parametrize(
+    "path, engine, drafts",
+    [("/vllm", "vLLM", 10), ("/llamacpp", "llama.cpp", 87), ("/openmetrics", "vLLM", 10), ("/same-host", "vLLM", 10)],
+)
+def test_each_engine_is_read_from_a_local_server(server, path, engine, drafts):
+    found = scrape.scrape(server + path)
+    assert found.engine == engine and found.counters.drafts == drafts
+
+
+def test_sglang_from_a_local_server(server):
+    assert scrape.scrape(server + "/sglang").gauges["acceptance rate"] == 0.6
+
+
+def test_a_restart_seen_through_the_endpoint(server):
+    history = sm.History()
+    history.add(scrape.scrape(server + "/restart"))
+    history.add(scrape.scrape(server + "/restart"))
+    assert history.window().restarts == 1 and history.window().counters.drafts == 5
+
+
+def refused_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed on leaving: nothing listens there
+
+
+@pytest.mark.parametrize(
+    "path, words",
+    [
+        ("/html", "answered with text/html, not Prometheus text"),
+        ("/json", "answered with application/json"),
+        ("/other", "not one of the engines"),
+        ("/endless", "more than 1 MB"),
+        ("/stalled", "longer than 0.5 s"),
+        ("/stalled-body", "longer than 0.5 s"),
+        ("/elsewhere", "redirects to another host"),
+        ("/missing", "HTTP 404"),
+    ],
+)
+def test_each_failure_is_one_line(server, path, words):
+    started = time.monotonic()
+    with pytest.raises(sm.ServerMetricsError, match=words) as caught:
+        scrape.scrape(server + path, timeout=0.5, limit=1024 * 1024)
+    assert "\n" not in str(caught.value) and len(str(caught.value)) < 300
+    assert time.monotonic() - started < 2.5  # the time cap holds: the stalled routes wait 3 s
+
+
+@pytest.mark.parametrize(
+    "url, words",
+    [
+        (None, "connection refused"),
+        ("file:///etc/passwd", "only http:// and https://"),
+        ("ftp://localhost/metrics", "only http:// and https://"),
+        ("localhost:8000/metrics", "only http:// and https://"),
+        ("http:///metrics", "names no host"),
+        ("http://localhost:99999/metrics", "not an address"),
+    ],
+)
+def test_addresses_it_does_not_fetch(url, words):
+    url = url or f"http://127.0.0.1:{refused_port()}/metrics"
+    with pytest.raises(scrape.ScrapeError, match=words):
+        scrape.scrape(url, timeout=1.0)
