@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from specviz import drafters as registry
 from specviz import ui
 from specviz.lessons import lab
 
@@ -39,8 +40,8 @@ with form:
     )
     drafters = c2.multiselect(
         "Drafters",
-        ["model", "ngram"],
-        default=["model", "ngram"],
+        list(registry.standalone()),
+        default=list(registry.standalone()),
         key=k(PAGE, "drafters"),
         format_func=lab.drafter_name,
     )

@@ -3,6 +3,7 @@
 import streamlit as st
 
 from specviz import ui
+from specviz.drafters import drafter_class, with_capability
 from specviz.training.features import TrainSettings, default_epochs, heldout_budget
 
 ui.page_guard()
@@ -25,8 +26,12 @@ settings = ui.settings()
 form = st.container(border=True)
 with form:
     c0, c1, c2, c3 = st.columns(4)
-    kind = c0.radio("Train", ["medusa", "eagle"], key=k(PAGE, "kind"), format_func=lambda x: ui.HEAD_NAMES[x])
-    heads = c1.slider("Medusa heads K", 1, 6, 4, key=k(PAGE, "count"), disabled=kind == "eagle")
+    kinds = with_capability("needs_hidden_states")  # the drafters whose heads are trained here
+    kind = c0.radio("Train", kinds, key=k(PAGE, "kind"), format_func=lambda x: drafter_class(x).title)
+    # K heads: a drafter whose one pass drafts a token per head
+    heads = c1.slider(
+        "Medusa heads K", 1, 6, 4, key=k(PAGE, "count"), disabled=drafter_class(kind).draft_passes != "one"
+    )
     tokens = c2.select_slider(
         "Training tokens (at least)",
         TOKEN_CHOICES,
@@ -40,7 +45,7 @@ with form:
         24,
         default_epochs(kind),
         key=k(PAGE, f"epochs-{kind}"),
-        help=f"as in train-heads: {default_epochs('medusa')} for Medusa, {default_epochs('eagle')} for EAGLE",
+        help="as in train-heads: " + ", ".join(f"{default_epochs(n)} for {drafter_class(n).label}" for n in kinds),
     )
     b1, b2 = st.columns([1.2, 5], vertical_alignment="center")
     b2.caption(

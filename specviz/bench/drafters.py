@@ -14,23 +14,28 @@ from dataclasses import replace
 from typing import Any
 
 from specviz.decoding.config import ConfigError, SpecConfig
+from specviz.drafters import needs_draft_model, without_capability
 
 from .curve import measure_prompt_pass
 from .environment import PeakMemory, environment, now
 from .methods import Run, run_method
 from .run import WARMUP_TOKENS, Log, _quiet
 
-DRAFTERS = ("model", "ngram", "medusa", "eagle")
+
+def comparable() -> tuple[str, ...]:
+    """The registered drafters --compare-drafters runs: all but those that read the traffic store (the bench's
+    ordinary runs never feed it; bench --stream compares those)."""
+    return without_capability("sources")
 
 
 def check_drafters(names: list[str], pair_has_draft: bool) -> list[str]:
-    unknown = [n for n in names if n not in DRAFTERS]
+    unknown = [n for n in names if n not in comparable()]
     if unknown or not names:
         raise ConfigError(
-            f"--compare-drafters takes names from {', '.join(DRAFTERS)}, got {', '.join(names) or 'none'}"
+            f"--compare-drafters takes names from {', '.join(comparable())}, got {', '.join(names) or 'none'}"
         )
-    if "model" in names and not pair_has_draft:
-        raise ConfigError("this pair has no draft model: leave 'model' out of --compare-drafters")
+    if not pair_has_draft and (need := [n for n in names if needs_draft_model(n)]):
+        raise ConfigError(f"this pair has no draft model: leave {', '.join(map(repr, need))} out of --compare-drafters")
     return list(dict.fromkeys(names))
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from specviz.decoding.config import SpecConfig
 from specviz.decoding.engine import autoregressive_generate, run_to_end
+from specviz.drafters import ALONE, CONTROLLER, drafter_class
 from specviz.drafters.suffix import TrafficStore
 from specviz.drafters.traffic import controller_memory, restore_controller_memory
 from specviz.runs import encode, speculative_generate
@@ -29,7 +30,9 @@ from specviz.traces.trace import RoundEvent
 
 from .stream_file import Request, StreamError, load_stream  # noqa: F401 - read strictly there; re-exported
 
-DRAFTERS = ("model", "traffic", "controller")
+MODEL, TRAFFIC = ALONE  # the two drafters the controller chooses between, each run alone
+DRAFTERS = (*ALONE, CONTROLLER)  # the keys of a request's row, in its order
+SOURCES = drafter_class(CONTROLLER).sources  # what the controller may choose each round
 WINDOW = 5  # requests averaged at the start, the end, and before a drift
 RECOVERY_SHARE = 0.9  # recovered: back within 10% of the pre-drift level
 ROLLING = 3  # requests in the rolling mean that must come back and stay back
@@ -51,7 +54,7 @@ def acceptance_metrics(rounds: list[RoundEvent]) -> dict[str, Any]:
         "mean_acceptance_length": 1 + accepted / len(drafts) if drafts else 1.0,
         "per_position_acceptance_rate": per_position,
         "mean_accepted_per_round": accepted / len(rounds) if rounds else 0.0,
-        "sources": {s: sum(r.draft_source == s for r in rounds) for s in ("traffic", "model", "both")},
+        "sources": {s: sum(r.draft_source == s for r in rounds) for s in SOURCES},
     }
 
 
@@ -92,7 +95,7 @@ def _runs(
     for repeat in range(repeats):
         done("baseline", autoregressive_generate(pair, ids, config, cancel))
         for drafter in run_order(repeat):
-            if drafter == "controller" and repeat:
+            if drafter == CONTROLLER and repeat:
                 restore_controller_memory(store, copy.deepcopy(start))
             done(
                 drafter, speculative_generate(pair, ids, replace(config, drafter=drafter), cancel=cancel, traffic=store)
@@ -164,8 +167,8 @@ def run_request(
         metrics["speedup"] = rate / base_rate if base_rate else 0.0
         metrics["repeat_speedups"] = [s.tokens_per_second / base_rate if base_rate else 0.0 for _, s in runs[drafter]]
         row[drafter] = metrics
-    row["controller_over_model_paired"] = same_repeat_ratio(runs["controller"], runs["model"])
-    row["controller_same_rounds"] = same_rounds(kept["controller"], kept["model"])
+    row["controller_over_model_paired"] = same_repeat_ratio(runs[CONTROLLER], runs[MODEL])
+    row["controller_same_rounds"] = same_rounds(kept[CONTROLLER], kept[MODEL])
     store.add(ids + list(base.token_ids))  # the request joins the traffic: later requests draft from it
     row["store"] = {"requests": store.requests, "tokens": store.tokens}
     return row
@@ -243,9 +246,9 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "last_speedup": _mean(last, drafter, "speedup"),
             "min_speedup": min((r[drafter]["speedup"] for r in rows), default=0.0),
         }
-    model_last = out["model"]["last_speedup"]
-    out["controller_over_model_last"] = out["controller"]["last_speedup"] / model_last if model_last else 0.0
-    ratios = [r["controller"]["speedup"] / r["model"]["speedup"] for r in rows if r["model"]["speedup"] > 0]
+    model_last = out[MODEL]["last_speedup"]
+    out["controller_over_model_last"] = out[CONTROLLER]["last_speedup"] / model_last if model_last else 0.0
+    ratios = [r[CONTROLLER]["speedup"] / r[MODEL]["speedup"] for r in rows if r[MODEL]["speedup"] > 0]
     out["controller_over_model_min"] = min(ratios, default=0.0)
     paired = [r["controller_over_model_paired"] for r in rows if "controller_over_model_paired" in r]
     out["controller_over_model_min_paired"] = min(paired, default=0.0)  # absent in results written before it
@@ -260,17 +263,17 @@ def choice_work(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The controller's own work (its lookup and choice): per round, and as a share of each request's run. Where it
     ran the draft model's very rounds (controller_same_rounds), it did the model's work plus that share, so its
     ratio to the model is 1 - share but for the machine's noise: the floor without the noise of two timings."""
-    timed = [r for r in rows if "choice_seconds" in r["controller"] and r["controller"].get("seconds")]
+    timed = [r for r in rows if "choice_seconds" in r[CONTROLLER] and r[CONTROLLER].get("seconds")]
     if not timed:
         return {}  # a result written before the field
 
     def share(row: dict[str, Any]) -> float:
-        return row["controller"]["choice_seconds"] / row["controller"]["seconds"]
+        return row[CONTROLLER]["choice_seconds"] / row[CONTROLLER]["seconds"]
 
     same = [r for r in timed if r.get("controller_same_rounds")]
-    rounds = sum(r["controller"]["rounds"] for r in timed)
+    rounds = sum(r[CONTROLLER]["rounds"] for r in timed)
     return {
-        "controller_choice_ms_per_round": 1000 * sum(r["controller"]["choice_seconds"] for r in timed) / max(1, rounds),
+        "controller_choice_ms_per_round": 1000 * sum(r[CONTROLLER]["choice_seconds"] for r in timed) / max(1, rounds),
         "controller_choice_share_max": max(map(share, timed)),
         "controller_same_rounds": len(same),
         "controller_timed": len(timed),
@@ -282,8 +285,8 @@ def drift_recovery(rows: list[dict[str, Any]], drift: int) -> dict[str, Any]:
     """The controller's pre-drift level: its mean accepted tokens per round over the WINDOW requests before the
     drift. Recovered after k requests: the rolling mean of ROLLING requests ending at the drift's k-th request is
     at least RECOVERY_SHARE of that level, and so is every later one (one lucky request is not a recovery)."""
-    level = _mean(rows[max(0, drift - WINDOW) : drift], "controller", "mean_accepted_per_round")
-    after = [r["controller"]["mean_accepted_per_round"] for r in rows[drift:]]
+    level = _mean(rows[max(0, drift - WINDOW) : drift], CONTROLLER, "mean_accepted_per_round")
+    after = [r[CONTROLLER]["mean_accepted_per_round"] for r in rows[drift:]]
     rolling = [sum(after[k - ROLLING + 1 : k + 1]) / ROLLING for k in range(ROLLING - 1, len(after))]
     line = RECOVERY_SHARE * level
     back = None
@@ -314,8 +317,7 @@ def format_stream(rows: list[dict[str, Any]], summary: dict[str, Any]) -> str:
             cells.append(
                 f"{m['mean_accepted_per_round']:>12.2f} {m['speedup']:>5.2f} {m['mean_acceptance_length']:>5.2f}"
             )
-        s = r["controller"]["sources"]
-        cells.append(f" {s['traffic']}/{s['model']}/{s['both']}")
+        cells.append(" " + "/".join(str(r[CONTROLLER]["sources"][source]) for source in SOURCES))
         if r.get("repeats", 1) > 1 and "controller_over_model_paired" in r:
             cells.append(f" {r['controller_over_model_paired']:.2f}")
         lines.append(" ".join(cells))

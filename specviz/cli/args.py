@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from specviz.decoding.config import (
-    DRAFTERS,
     GAMMA_LIMIT,
     MAX_ALTERNATIVES,
     MAX_NEW_TOKENS_LIMIT,
@@ -21,7 +20,7 @@ from specviz.decoding.config import (
     ConfigError,
     SpecConfig,
 )
-from specviz.drafters import needs_draft_model
+from specviz.drafters import REGISTRY, descriptions, needs_draft_model
 from specviz.errors import OutputError
 from specviz.models.loading import PairSpec
 
@@ -108,13 +107,7 @@ def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
 def add_config_arguments(parser: argparse.ArgumentParser, defaults: SpecConfig | None = None) -> None:
     """The SpecConfig settings, defaulting to `defaults` (SpecConfig()'s own when None)."""
     defaults = defaults if defaults is not None else SpecConfig()
-    parser.add_argument(
-        "--drafter",
-        choices=list(DRAFTERS),
-        default=defaults.drafter,
-        help="medusa/eagle: heads on the target's hidden state (train-heads first); traffic: suffix match over "
-        "earlier requests and this one; controller: traffic or model per round",
-    )
+    parser.add_argument("--drafter", choices=list(REGISTRY), default=defaults.drafter, help=descriptions(names=True))
     parser.add_argument(
         "--gamma",
         type=bounded_int(1, GAMMA_LIMIT),

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 from specviz.errors import UserError
 
 Schedule = Literal["constant", "adaptive", "auto"]
-DrafterName = Literal["model", "ngram", "medusa", "eagle", "traffic", "controller"]
-DRAFTERS = ("model", "ngram", "medusa", "eagle", "traffic", "controller")  # the registry's names (specviz.drafters)
 
 MAX_NEW_TOKENS_LIMIT = 1024
 GAMMA_LIMIT = 32
@@ -21,6 +20,26 @@ SEED_LIMIT = 2**64 - 1  # torch's manual_seed takes [-2**63, 2**64 - 1] and maps
 
 class ConfigError(UserError, ValueError):
     """A setting a user can get wrong; the message says which and what is allowed."""
+
+
+# The drafters' names belong to their registry (specviz.drafters), a layer above this one
+# (docs/DESIGN.md, "Folders and layers"): it hands them here when it loads. Until then no name is checked and the
+# default is "".
+_registered: tuple[Callable[[], Sequence[str]], str] = (tuple, "")
+
+
+def accept_drafters(names: Callable[[], Sequence[str]], default: str) -> None:
+    """The registry's names (read at each check, so a drafter registered later is accepted) and its default."""
+    global _registered
+    _registered = (names, default)
+
+
+def drafter_names() -> tuple[str, ...]:
+    return tuple(_registered[0]())
+
+
+def default_drafter() -> str:
+    return _registered[1]
 
 
 @dataclass(frozen=True)
@@ -35,7 +54,7 @@ class SpecConfig:
     top_p: float = 1.0  # 1 means off
     seed: int = 0
     max_new_tokens: int = 64
-    drafter: DrafterName = "model"
+    drafter: str = field(default_factory=default_drafter)  # a name in specviz.drafters.REGISTRY
     ngram_size: int = 3  # longest n-gram the prompt-lookup drafter matches
     lookahead: int = 0  # model drafter: up to this many prompt-lookup guesses scored in one draft
     # forward (each token still drawn from its own q row; fewer forwards); 0: off
@@ -68,8 +87,9 @@ class SpecConfig:
             raise ConfigError(f"top-p must be in (0, 1], got {self.top_p}")
         if not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS_LIMIT:
             raise ConfigError(f"max new tokens must be between 1 and {MAX_NEW_TOKENS_LIMIT}, got {self.max_new_tokens}")
-        if self.drafter not in DRAFTERS:
-            raise ConfigError(f"drafter must be one of {', '.join(DRAFTERS)}, got {self.drafter!r}")
+        names = drafter_names()
+        if names and self.drafter not in names:
+            raise ConfigError(f"drafter must be one of {', '.join(names)}, got {self.drafter!r}")
         if not 0 <= self.lookahead <= GAMMA_LIMIT:
             raise ConfigError(f"lookahead must be between 0 (off) and {GAMMA_LIMIT}, got {self.lookahead}")
         if not 0 <= self.alternatives <= MAX_ALTERNATIVES:

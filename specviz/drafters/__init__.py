@@ -1,9 +1,10 @@
 """Drafters: who proposes the tokens the target checks.
 
 One module per proposer behind the protocol in specviz.decoding.proposal (model.py, ngram.py, traffic.py with its
-controller, medusa.py, eagle.py), and this registry: name -> class, whose capabilities are class attributes. The
-CLI, the bench, the app and the trace checker read them here, before anything slow; the engine is handed a factory
-and never names a drafter. May import: specviz.decoding, specviz.models and the base modules.
+controller, medusa.py, eagle.py), and this registry: name -> class, whose capabilities, label and one-line
+description are class attributes. The CLI, the bench, the app and the trace checker read them here, before anything
+slow; the engine is handed a factory and never names a drafter, and no module outside this folder spells a
+drafter's name (tests/test_registry.py). May import: specviz.decoding, specviz.models and the base modules.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from specviz.decoding.config import accept_drafters
 from specviz.decoding.proposal import DraftContext, Drafter
 from specviz.errors import UserError
 
@@ -22,6 +24,11 @@ from .traffic import ControllerDrafter, TrafficDrafter
 
 DRAFTER_CLASSES = (ModelDrafter, NgramDrafter, MedusaDrafter, EagleDrafter, TrafficDrafter, ControllerDrafter)
 REGISTRY: dict[str, type] = {cls.name: cls for cls in DRAFTER_CLASSES}
+DEFAULT = ModelDrafter.name  # the sidebar's and the CLI's drafter unless one is chosen: SpecConfig's default
+# The drafters bench --stream and the Learning page compare (recorded under these names): the controller and the
+# two it chooses between, each alone.
+CONTROLLER, ALONE = ControllerDrafter.name, (ModelDrafter.name, TrafficDrafter.name)
+accept_drafters(lambda: tuple(REGISTRY), DEFAULT)  # SpecConfig checks names it cannot import (decoding/ is lower)
 
 
 class DrafterError(UserError, ValueError):
@@ -43,6 +50,32 @@ def needs_draft_model(name: str) -> bool:
 def with_capability(capability: str) -> tuple[str, ...]:
     """The names of the drafters whose class sets `capability`, in the registry's order."""
     return tuple(name for name, cls in REGISTRY.items() if getattr(cls, capability))
+
+
+def without_capability(capability: str) -> tuple[str, ...]:
+    """The names of the drafters whose class leaves `capability` unset, in the registry's order."""
+    return tuple(name for name, cls in REGISTRY.items() if not getattr(cls, capability))
+
+
+def standalone() -> tuple[str, ...]:
+    """The drafters that need nothing but the pair: no traffic store, no trained heads (the Acceptance lab's)."""
+    return tuple(n for n, cls in REGISTRY.items() if not (cls.sources or cls.needs_hidden_states))
+
+
+def label(name: str) -> str:
+    """A drafter's short name for a person (the sidebar's radio, tables); the name itself if none is registered."""
+    return REGISTRY[name].label if name in REGISTRY else name
+
+
+def descriptions(names: bool = False) -> str:
+    """Every registered drafter's label (its name, for the command line) and one-line description: a help text."""
+    return " ".join(f"{name if names else cls.label}: {cls.description}." for name, cls in REGISTRY.items())
+
+
+def model_drafted(name: str, source: str) -> bool:
+    """Whether a draft model drafted (some of) a round's tokens, given the round's draft source."""
+    cls = drafter_class(name)
+    return (cls.needs_draft_model and not cls.sources) or source in cls.model_sources
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,15 @@ class EagleDrafter(HeadDrafter):
 
     name = "eagle"
     title = "EAGLE head"
+    label = "EAGLE"
+    description = "an EAGLE-1 head run on the target's own features, no second model (train it first)"
+    draft_passes = "per token"
+    cache_lag = 1  # it holds one entry per committed token but the newest two before round 0
+    leaves_beside_chain = True
+    cache_note = (
+        "the EAGLE head keeps a small cache of its own, over the target's features; its guesses' entries are "
+        "rebuilt from the true features after each verify"
+    )
     keeps_cache = True
 
     def __init__(

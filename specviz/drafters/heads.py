@@ -28,8 +28,16 @@ class HeadDrafter:
     drafts_tree = True
     learns = False
     sources: tuple[str, ...] = ()
+    model_sources: tuple[str, ...] = ()
+    cache_lag = 0
+    leaves_beside_chain = False
+    reads_ngram_size = False
     name: str
     title: str
+    label: str
+    description: str
+    draft_passes: str
+    cache_note: str
 
     def __init__(self, heads: Any, target: CachedModel, stop_ids: frozenset[int] = frozenset(), tree_width: int = 1):
         if not target.keep_hidden:

@@ -20,6 +20,10 @@ class MedusaDrafter(HeadDrafter):
 
     name = "medusa"
     title = "Medusa heads"
+    label = "Medusa"
+    description = "Medusa-1 heads guess from the target's own hidden state, no second model (train them first)"
+    draft_passes = "one"  # one pass of all its heads: at most as many tokens as heads
+    cache_note = "Medusa's heads read the target's hidden state; no draft model, no cache"
     keeps_cache = False
 
     def __init__(

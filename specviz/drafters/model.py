@@ -23,6 +23,14 @@ class ModelDrafter:
 
     name = "model"
     title = "{draft}"  # who drafts, in a line of output: the draft model's name
+    label = "draft model"  # the sidebar's radio, the CLI's help, tables
+    description = "a small causal model run before the target, its q under the target's sampling transform"
+    draft_passes = "per token"  # a draft of n tokens costs 1 to n passes (lookahead shares some)
+    model_sources: tuple[str, ...] = ()  # a chooser's sources in which a draft model drafts
+    cache_lag = 0  # before round 0 its cache holds this many fewer tokens than the target's
+    leaves_beside_chain = False  # a tree's leaves hang beside the chain only
+    reads_ngram_size = False  # the setting "longest n-gram to match" is its own
+    cache_note = ""  # the cache view's line for a drafter with no draft model
     needs_draft_model = True
     needs_hidden_states = False
     point_mass = False

@@ -12,6 +12,16 @@ class NgramDrafter:
 
     name = "ngram"
     title = "n-gram lookup"
+    label = "n-gram lookup"
+    description = (
+        "copies what followed the last occurrence of the current text (prompt lookup): no model, q is a point mass"
+    )
+    draft_passes = "none"
+    model_sources: tuple[str, ...] = ()
+    cache_lag = 0
+    leaves_beside_chain = False
+    reads_ngram_size = True
+    cache_note = "the n-gram drafter has no model and no cache"
     needs_draft_model = False
     needs_hidden_states = False
     point_mass = True

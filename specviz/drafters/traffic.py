@@ -132,6 +132,17 @@ class TrafficDrafter:
 
     name = "traffic"
     title = "traffic (earlier requests)"  # who drafts, in a line of output
+    label = "traffic"
+    description = (
+        "the most frequent continuation of the longest match in earlier requests (every visitor's, where the "
+        "server shares traffic) and this one (a suffix match; q is a point mass)"
+    )
+    draft_passes = "none"
+    model_sources: tuple[str, ...] = ()
+    cache_lag = 0
+    leaves_beside_chain = False
+    reads_ngram_size = False
+    cache_note = "the traffic drafter has no model and no cache"
     needs_draft_model = False
     needs_hidden_states = False
     point_mass = True
@@ -224,6 +235,17 @@ class ControllerDrafter:
 
     name = "controller"
     title = "controller: traffic or {draft}"
+    label = "controller"
+    description = (
+        "each round, whichever of traffic, the draft model, or traffic then the model is expected to commit the "
+        "most tokens per second, from their measured acceptance and costs"
+    )
+    draft_passes = "per token"  # the draft model's, in the rounds it drafts
+    model_sources: tuple[str, ...] = ("model", "both")
+    cache_lag = 0
+    leaves_beside_chain = False
+    reads_ngram_size = False
+    cache_note = ""
     needs_draft_model = True
     needs_hidden_states = False
     point_mass = False  # the draft model's q where it drafts

@@ -13,9 +13,14 @@ import json
 from dataclasses import dataclass
 
 from specviz import ASSETS
+from specviz.drafters.eagle import EagleDrafter
+from specviz.drafters.medusa import MedusaDrafter
+from specviz.drafters.model import ModelDrafter
+from specviz.drafters.ngram import NgramDrafter
 from specviz.lessons import side_channel as side
 
 PROMPTS_FILE = ASSETS / "prompts.json"
+MODEL, NGRAM, MEDUSA, EAGLE = (cls.name for cls in (ModelDrafter, NgramDrafter, MedusaDrafter, EagleDrafter))
 PAGE_FILES = {
     "step": "pages/step_through.py",
     "race": "pages/race.py",
@@ -51,7 +56,7 @@ GREEDY_DEFAULTS = (
     ("cfg.gamma", 5),
     ("cfg.schedule", "constant"),
     ("cfg.temperature", 0.0),
-    ("cfg.drafter", "model"),
+    ("cfg.drafter", MODEL),
     ("cfg.lookahead", 0),
     ("cfg.alternatives", 0),
     ("cfg.confidence", 0.0),
@@ -136,7 +141,7 @@ STEP = (
         "ngram_rename",
         "step",
         "Switch to the n-gram drafter on a task that repeats the prompt (a rename): which rounds keep its guesses?",
-        _with(GREEDY_DEFAULTS, drafter="ngram") + (("step.prompt", RENAME), ("step.baseline", True)),
+        _with(GREEDY_DEFAULTS, drafter=NGRAM) + (("step.prompt", RENAME), ("step.baseline", True)),
         "Step with Next through the rounds: a round inside the copied code keeps guesses; "
         "where the answer leaves the prompt a round finds nothing to copy.",
         "The n-gram drafter copies what followed the last occurrence of the current words: no model, no cost, "
@@ -217,7 +222,7 @@ LAB = (
             ("lab.categories", ["code", "prose"]),
             ("lab.per", 1),
             ("lab.temps", [0.0, 1.0]),
-            ("lab.drafters", ["model"]),
+            ("lab.drafters", [MODEL]),
             ("lab.schedules", ["constant"]),
         ),
         "Read the acceptance rate column of the table, code against prose at each temperature.",
@@ -233,7 +238,7 @@ LAB = (
             ("lab.categories", ["repetition", "prose"]),
             ("lab.per", 1),
             ("lab.temps", [0.0]),
-            ("lab.drafters", ["model", "ngram"]),
+            ("lab.drafters", [MODEL, NGRAM]),
             ("lab.schedules", ["constant"]),
         ),
         "Read the table's tokens / s, each drafter on the same prompt.",
@@ -248,7 +253,7 @@ LAB = (
             ("lab.categories", ["code", "prose", "translation", "repetition", "math"]),
             ("lab.per", 1),
             ("lab.temps", [0.0]),
-            ("lab.drafters", ["model"]),
+            ("lab.drafters", [MODEL]),
             ("lab.schedules", ["constant"]),
             ("cfg.gamma", 5),
         ),
@@ -298,7 +303,7 @@ HEADS = (
         "heads_medusa_k",
         "heads",
         "Which Medusa head is most accurate, and why does accuracy fall with k?",
-        (("heads.kind", "medusa"), ("heads.count", 4)),
+        (("heads.kind", MEDUSA), ("heads.count", 4)),
         "Read each head's accuracy on held-out answers.",
         "Every head reads the same h_t, the state at the last token, and head k must guess k + 1 positions on "
         "without seeing the k tokens in between: each unseen token multiplies the ways the text can go on. Only "
@@ -309,7 +314,7 @@ HEADS = (
         "heads_medusa_eagle",
         "heads",
         "Medusa or EAGLE: which one's first guess is better, and what does each see?",
-        (("heads.kind", "eagle"),),
+        (("heads.kind", EAGLE),),
         "Compare EAGLE's first guess with Medusa's first head.",
         "Both guess the same token, the one after the target's next. Medusa's head sees only h_t; EAGLE's layer "
         "sees the feature f_t and the token the target just chose, and then runs again on its own guess, so its "
@@ -323,7 +328,7 @@ HEADS = (
         "heads_lossless",
         "heads",
         "Why does sampling with the heads stay lossless while Medusa's typical acceptance is not?",
-        (("heads.kind", "medusa"),),
+        (("heads.kind", MEDUSA),),
         "Nothing to read off a chart here: the answer is in the rule.",
         "min(p, q) + (p − q)⁺ = p whatever q is, so a head, however weak, changes only the speed; a token the "
         "head cannot propose (q = 0) is still reached through the residual, which equals p there. Typical "

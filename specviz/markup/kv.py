@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from specviz.drafters import drafter_class, model_drafted
 from specviz.traces.trace import RoundEvent
 
 from .base import MAX_CELLS, MAX_CHIPS, VERDICT_CLASS, count, css_class, esc, round_ending, visible
@@ -100,22 +101,20 @@ def kv_cache_html(event: RoundEvent, prompt_len: int, drafter: str) -> str:
     target = CacheRound("Target (p) cache", count(event.target_cache_before), count(event.target_cache_after), n, True)
     # A kept alternative is not in the target's cache yet: it is fed with the next round's verify.
     rows = ['<div class="sv-kv">', _model_html(event, committed, target, event.alternatives or event.tree[:MAX_CHIPS])]
-    if drafter == "model":
-        # The draft runs only when it drafts; it never feeds its own last token back.
+    kind = drafter_class(drafter)
+    if kind.needs_draft_model:
+        # The draft runs only when it drafts (a chooser's round from traffic feeds it nothing); it never feeds its
+        # own last token back.
+        ran = model_drafted(drafter, event.draft_source) and n > 0
         draft = CacheRound(
-            "Draft (q) cache", count(event.draft_cache_before), count(event.draft_cache_after), max(0, n - 1), n > 0
+            "Draft (q) cache",
+            count(event.draft_cache_before),
+            count(event.draft_cache_after),
+            max(0, n - 1) if ran else 0,
+            ran,
         )
         rows.append(_model_html(event, committed, draft))
-    elif drafter == "eagle":
-        rows.append(
-            '<div class="group">Draft: the EAGLE head keeps a small cache of its own, over the target\'s features; '
-            "its guesses' entries are rebuilt from the true features after each verify</div>"
-        )
-    elif drafter == "medusa":
-        rows.append(
-            "<div class=\"group\">Draft: Medusa's heads read the target's hidden state; no draft model, no cache</div>"
-        )
     else:
-        rows.append('<div class="group">Draft: the n-gram drafter has no model and no cache</div>')
+        rows.append(f'<div class="group">Draft: {esc(kind.cache_note)}</div>')
     rows.append("</div>")
     return "".join(rows)

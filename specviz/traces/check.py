@@ -19,7 +19,7 @@ from pydantic_core import core_schema
 
 from specviz.decoding.config import GAMMA_LIMIT, MAX_NEW_TOKENS_LIMIT, RECORD_TOP_LIMIT
 from specviz.decoding.events import RoundEvent, RunSummary, Trace
-from specviz.drafters import drafter_class
+from specviz.drafters import drafter_class, model_drafted
 
 from .refused import Refused, expect, show
 from .tree import off_chain
@@ -40,6 +40,7 @@ MAX_TOP = RECORD_TOP_LIMIT  # record_top, and so every top-k list
 MAX_SECONDS = 86_400.0  # any time in a trace: a day
 MAX_PAIR_ENTRIES = 32
 MAX_PAIR_CHARS = 1024
+MAX_NAME_CHARS = 64  # a drafter's name
 MAX_CACHE = MAX_PROMPT_IDS + MAX_NEW_TOKENS_LIMIT + GAMMA_LIMIT
 PROB_SLACK = 1e-6  # float32 rounding can put a probability a hair above 1
 
@@ -130,13 +131,20 @@ def _length_first(source: Any, handler: Any) -> Any:
     return core_schema.chain_schema([length, items])
 
 
+def _default(f: Any) -> Any:
+    """A dataclass field's default for pydantic: its value, its factory, or required (...)."""
+    if f.default_factory is not MISSING:
+        return Field(default_factory=f.default_factory)
+    return ... if f.default is MISSING else f.default
+
+
 def Record(cls: type, kinds: dict[str, Any], lenient: bool = False) -> Any:
     """A dataclass: a model of its fields, each of its kind and with the dataclass's default, read into a `cls`. Unknown
     fields are refused unless lenient (then they are dropped, as SpecConfig.from_dict does)."""
     names = {f.name for f in fields(cls)}
     if set(kinds) != names:  # a field added to the dataclass without a rule for reading it
         raise TypeError(f"{cls.__name__}: kinds for {sorted(set(kinds) ^ names)} out of step")
-    shape = {f.name: (kinds[f.name], ... if f.default is MISSING else f.default) for f in fields(cls)}
+    shape = {f.name: (kinds[f.name], _default(f)) for f in fields(cls)}
     model = create_model(
         cls.__name__, __base__=Fields, __cls_kwargs__={"extra": "ignore" if lenient else "forbid"}, **shape
     )
@@ -214,11 +222,10 @@ def _check_steps(steps: Sequence[Any], where: str) -> None:
 def _check_rounds(trace: Trace) -> None:
     config, prompt, last = trace.config, len(trace.prompt_ids), len(trace.rounds) - 1
     # Before round 0 a cache holds the prompt but its last token (which goes into the first verify), or nothing
-    # when the prompt is fused into round 0; the n-gram drafter has no cache.
+    # when the prompt is fused into round 0; a drafter that keeps no cache has none, and one may lag the target's.
     target = 0 if config.fuse_prompt else prompt - 1
-    # Medusa's heads keep no cache; EAGLE's holds one entry per committed token but the newest two before round 0.
-    keeps_cache = drafter_class(config.drafter).keeps_cache
-    draft = 0 if not keeps_cache else max(0, target - 1) if config.drafter == "eagle" else target
+    kind = drafter_class(config.drafter)
+    draft = max(0, target - kind.cache_lag) if kind.keeps_cache else 0
     caches = (target, draft)
     position = 0
     for i, r in enumerate(trace.rounds):
@@ -288,10 +295,12 @@ def _check_round(r: RoundEvent, config: Any, where: str) -> bool:
             len(getattr(r, name)) <= config.record_top,
             f"{where}.{name} has {len(getattr(r, name))} tokens; the settings' record_top is {config.record_top}",
         )
-    model = _check_source(r, config.drafter, where)
-    # A draft model or the EAGLE head: one to n passes (lookahead shares some); Medusa's heads: one pass for all
-    # n; the n-gram and traffic drafters: none.
-    most = {"medusa": min(n, 1), "eagle": n}.get(config.drafter, n if model else 0)
+    _check_source(r, config.drafter, where)
+    # One to n passes (lookahead shares a draft model's), one for all n (Medusa's heads), or none (a point mass; a
+    # chooser's round that no model drafted).
+    kind = drafter_class(config.drafter)
+    passes = kind.draft_passes if not kind.sources or model_drafted(config.drafter, r.draft_source) else "none"
+    most = {"per token": n, "one": min(n, 1), "none": 0}[passes]
     expect(
         r.draft_forwards == 0 if most == 0 else 1 <= r.draft_forwards <= most,
         f"{where}.draft_forwards is {r.draft_forwards} for {n} tokens drafted by the {config.drafter} drafter",
@@ -307,9 +316,8 @@ def _check_round(r: RoundEvent, config: Any, where: str) -> bool:
     return len(r.appended) < len(full)
 
 
-def _check_source(r: RoundEvent, drafter: str, where: str) -> bool:
-    """A drafter that chooses names its choice whenever it drafted; the others never name one. True when a model
-    drafted this round's tokens (or some of them)."""
+def _check_source(r: RoundEvent, drafter: str, where: str) -> None:
+    """A drafter that chooses names its choice whenever it drafted; the others never name one."""
     kind = drafter_class(drafter)
     allowed = kind.sources
     expect(
@@ -317,7 +325,6 @@ def _check_source(r: RoundEvent, drafter: str, where: str) -> bool:
         f"{where}.draft_source is {show(r.draft_source)}, for {len(r.drafted)} tokens drafted by the {drafter} "
         f"drafter (it names {' or '.join(map(repr, allowed)) or 'no source'})",
     )
-    return (kind.needs_draft_model and not allowed) or r.draft_source in ("model", "both")
 
 
 def _check_draws(tokens: Sequence[Any], greedy: bool, where: str) -> None:

@@ -15,7 +15,6 @@ from specviz.decoding.config import (
     MAX_ALTERNATIVES,
     MAX_NEW_TOKENS_LIMIT,
     MAX_TREE_NODES,
-    DrafterName,
     Schedule,
     SpecConfig,
 )
@@ -137,7 +136,7 @@ _CONFIG = Record(
         "top_p": _UNIT,
         "seed": Int(0, 2**64 - 1),
         "max_new_tokens": Int(1, MAX_NEW_TOKENS_LIMIT),
-        "drafter": DrafterName,
+        "drafter": Str(check.MAX_NAME_CHARS),  # SpecConfig.validate: a registered name
         "ngram_size": Int(1, 8),
         "lookahead": Int(0, GAMMA_LIMIT),
         "alternatives": Int(0, MAX_ALTERNATIVES),

@@ -45,9 +45,9 @@ def _kept_alternative(r: RoundEvent, allowed: int, where: str) -> Any:
 
 def check_tree(r: RoundEvent, config: Any, where: str) -> tuple[list[TreeToken], bool]:
     """(the off-chain nodes the walk kept, in order; whether the next token is a bonus) of a round with a tree."""
-    n, tree = len(r.drafted), r.tree
+    n, tree, kind = len(r.drafted), r.tree, drafter_class(config.drafter)
     expect(
-        drafter_class(config.drafter).drafts_tree and config.alternatives > 0 and not r.alternatives,
+        kind.drafts_tree and config.alternatives > 0 and not r.alternatives,
         f"{where}.tree: only draft heads with alternatives on draft a tree, and then without separate alternatives",
     )
     most = min(n * config.alternatives, MAX_TREE_NODES)
@@ -55,8 +55,8 @@ def check_tree(r: RoundEvent, config: Any, where: str) -> tuple[list[TreeToken],
     for j, node in enumerate(tree):
         expect(-1 <= node.parent < n + j, f"{where}.tree[{j}].parent is {node.parent}: not a node before it")
         expect(
-            config.drafter != "eagle" or node.parent < n,
-            f"{where}.tree[{j}]: the EAGLE head's tree has leaves beside its drafted tokens only",
+            not kind.leaves_beside_chain or node.parent < n,
+            f"{where}.tree[{j}]: the {kind.title}'s tree has leaves beside its drafted tokens only",
         )
     for j, depth in enumerate(depths(n, tree)):  # the engine's own numbering, once every parent is known good
         expect(depth <= n, f"{where}.tree[{j}] lies deeper than the {n} drafted tokens")

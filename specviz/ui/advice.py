@@ -40,7 +40,7 @@ def rerun_as_suggested(page: str, trace: Trace, suggestion: advice.Suggestion) -
         "seed": c.seed,
         "max_new_tokens": c.max_new_tokens,
         "drafter": c.drafter,
-        "ngram": c.ngram_size,
+        "ngram_size": c.ngram_size,
         "lookahead": c.lookahead,
         "alternatives": c.alternatives,
     }

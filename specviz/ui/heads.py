@@ -10,6 +10,7 @@ import streamlit as st
 
 from specviz import markup
 from specviz.charts.heads import accuracy_figure, training_figure
+from specviz.drafters import label
 from specviz.drafters.heads_file import cached_report, heads_path, save_heads, target_fingerprint
 from specviz.drafters.heads_report import DATA, RECORDED, ReportError, check_report, load_report
 from specviz.runs import Cancelled, exclusive
@@ -21,7 +22,6 @@ from .pair import pair_override
 from .recorded import how_recorded
 from .runner import Work
 from .server import bounded, session_learning
-from .settings import DRAFTER_LABELS
 from .state import page_state
 
 NO_BAR = {"displayModeBar": False}
@@ -204,7 +204,7 @@ def heads_result(page: str, recorded: dict[str, dict | str], settings) -> None:
     private = not session_learning().share_heads  # this session's training serves its drafter first
     for kind, name in NAMES.items():
         st.markdown(f"#### {name}")
-        drafter, them = DRAFTER_LABELS[kind], "it" if kind == "eagle" else "them"
+        drafter, them = label(kind), "it" if kind == "eagle" else "them"
         if private and trained and trained["kind"] == kind:
             show_report(trained, "session", f"Trained in this session: your {drafter} drafter uses {them}")
         elif kind in in_use:

@@ -4,13 +4,16 @@ against the screen. The answer itself is computed from what the page shows (ui/s
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from functools import cache
 
+from specviz.bench.stream import CONTROLLER, TRAFFIC, load_stream_result
 from specviz.drafters.heads_report import RECORDED as HEADS
 from specviz.drafters.heads_report import load_report
+from specviz.drafters.medusa import MedusaDrafter
+from specviz.drafters.model import ModelDrafter
+from specviz.drafters.ngram import NgramDrafter
 from specviz.lessons import lab
 from specviz.lessons.recorded import load_lab
 from specviz.lessons.screen import Made
@@ -21,6 +24,7 @@ from specviz.traces.trace import Trace, load_trace
 from .files import ASSETS
 
 BUILTIN = "the built-in pair (1.5B target, 0.5B draft)"
+MODEL, NGRAM = ModelDrafter.name, NgramDrafter.name  # the recorded lab batch's drafters
 NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
 
 
@@ -55,7 +59,7 @@ def _positions() -> list[str]:
     greedy = [
         r.trace
         for r in load_lab(ASSETS / "lab" / "batch.json").runs
-        if r.trace.config.drafter == "model" and r.trace.config.greedy
+        if r.trace.config.drafter == MODEL and r.trace.config.greedy
     ]
     found = lab.acceptance_by_position(greedy)
     return [f"position {i} {_pct(found[i - 1].rate)}" for i in (1, 4)]
@@ -74,20 +78,20 @@ def _curve(n: int) -> str:
 
 @cache
 def _learning(name: str) -> dict:
-    return json.loads((ASSETS / "learning" / f"{name}.json").read_text(encoding="utf-8"))
+    return load_stream_result(ASSETS / "learning" / f"{name}.json")
 
 
 def _traffic() -> dict:
-    return _learning("inventory_drift")["summary"]["traffic"]
+    return _learning("inventory_drift")["summary"][TRAFFIC]
 
 
 def _drift() -> list[str]:
     rows = _learning("inventory_drift")["requests"]
     at = _learning("inventory_drift")["summary"]["drift"]["at"]
-    before = sum(r["traffic"]["mean_accepted_per_round"] for r in rows[at - 5 : at]) / 5
+    before = sum(r[TRAFFIC]["mean_accepted_per_round"] for r in rows[at - 5 : at]) / 5
     return [
         f"the 5 Python requests before it {before:.2f}",
-        f"request {at + 1} {rows[at]['traffic']['mean_accepted_per_round']:.2f}",
+        f"request {at + 1} {rows[at][TRAFFIC]['mean_accepted_per_round']:.2f}",
     ]
 
 
@@ -98,8 +102,8 @@ def bench_prompts() -> dict:
 
 def _bench() -> list[str]:
     doc = _learning("bench_prompts_amx")
-    rounds = sum(sum(r["controller"]["sources"].values()) for r in doc["requests"])
-    model = sum(r["controller"]["sources"]["model"] for r in doc["requests"])
+    rounds = sum(sum(r[CONTROLLER]["sources"].values()) for r in doc["requests"])
+    model = sum(r[CONTROLLER]["sources"][MODEL] for r in doc["requests"])
     return [
         f"rounds drafted from the model {model} of {rounds}",
         f"speed against the draft model alone, last 5 prompts {doc['summary']['controller_over_model_last']:.2f}×",
@@ -127,22 +131,22 @@ QUOTED: dict[str, tuple[str, Callable[[], list[str]]]] = {
     "lab_temperature": (
         f"the recorded batch on {BUILTIN}: acceptance rate",
         lambda: [
-            f"code greedy {_lab_rate('code', 'model', 0.0)}, at 1.0 {_lab_rate('code', 'model', 1.0)}",
-            f"prose greedy {_lab_rate('prose', 'model', 0.0)}, at 1.0 {_lab_rate('prose', 'model', 1.0)}",
+            f"code greedy {_lab_rate('code', MODEL, 0.0)}, at 1.0 {_lab_rate('code', MODEL, 1.0)}",
+            f"prose greedy {_lab_rate('prose', MODEL, 0.0)}, at 1.0 {_lab_rate('prose', MODEL, 1.0)}",
         ],
     ),
     "lab_ngram": (
         f"the recorded batch on {BUILTIN}, greedy: acceptance rate",
         lambda: [
-            f"n-gram on the rename prompt {_lab_rate('repetition', 'ngram', 0.0)}",
-            f"n-gram on prose {_lab_rate('prose', 'ngram', 0.0)}",
-            f"draft model on the rename prompt {_lab_rate('repetition', 'model', 0.0)}",
+            f"n-gram on the rename prompt {_lab_rate('repetition', NGRAM, 0.0)}",
+            f"n-gram on prose {_lab_rate('prose', NGRAM, 0.0)}",
+            f"draft model on the rename prompt {_lab_rate('repetition', MODEL, 0.0)}",
         ],
     ),
     "lab_position": (f"the recorded batch on {BUILTIN}, greedy: per-position acceptance", _positions),
     "heads_medusa_k": (
         "the recorded training of 4 Medusa heads: how often each head's guess is the target's own token",
-        lambda: [f"head {i} {_pct(a)}" for i, a in enumerate(load_report(HEADS["medusa"])["top1"], start=1)],
+        lambda: [f"head {i} {_pct(a)}" for i, a in enumerate(load_report(HEADS[MedusaDrafter.name])["top1"], start=1)],
     ),
     "batching_break_even": (
         "the recorded result this page shows: speed-up at γ = 4, the middle of three runs",

@@ -12,7 +12,7 @@ import streamlit as st
 import torch
 
 from specviz.decoding.config import GAMMA_LIMIT, MAX_NEW_TOKENS_LIMIT, ConfigError, SpecConfig
-from specviz.drafters import drafter_class
+from specviz.drafters import DEFAULT, REGISTRY, descriptions, drafter_class, label
 from specviz.drafters.heads_file import cached_report
 from specviz.models.fastpath import native_bfloat16
 from specviz.models.loading import BUILTIN, PairSpec
@@ -60,8 +60,8 @@ DEFAULTS: dict[str, Any] = {
     "custom_target": "",
     "custom_draft": "",
     "custom_applied": None,
-    "drafter": "model",
-    "ngram": 3,
+    "drafter": DEFAULT,
+    "ngram_size": 3,
     "lookahead": 0,
     "alternatives": 0,
     "gamma": 5,
@@ -131,7 +131,7 @@ def _read_config() -> tuple[SpecConfig | None, str | None]:
             seed=int(v("seed")),
             max_new_tokens=int(v("max_new_tokens")),
             drafter=v("drafter"),
-            ngram_size=int(v("ngram")),
+            ngram_size=int(v("ngram_size")),
             lookahead=int(v("lookahead")),
             alternatives=int(v("alternatives")),
             record_top=10,
@@ -182,23 +182,7 @@ def _pair_section() -> PairSpec | None:
     return spec
 
 
-DRAFTER_LABELS = {
-    "model": "draft model",
-    "ngram": "n-gram lookup",
-    "medusa": "Medusa",
-    "eagle": "EAGLE",
-    "traffic": "traffic",
-    "controller": "controller",
-}
-DRAFTER_HELP = (
-    "The n-gram drafter copies what followed the last occurrence of the current text (prompt lookup): no model, "
-    "q is a point mass. Medusa's heads and the EAGLE head guess from the target's own hidden state, no second "
-    "model (train them on the Heads page first). Traffic: the most frequent continuation of the longest match in "
-    "your earlier requests (every visitor's, where the server shares traffic) and this one (a suffix match; q is a "
-    "point mass). Controller: each round, "
-    "whichever of traffic, the draft model, or traffic then the model is expected to commit the most tokens per "
-    "second, from their measured acceptance and costs (see the Learning page)."
-)
+DRAFTER_HELP_END = " Train the heads on the Heads page; the Learning page shows the controller learning."
 
 
 def _alternatives_slider(heads: bool) -> None:
@@ -228,17 +212,17 @@ def _speculation_section(spec: PairSpec | None) -> None:
     st.markdown("### Speculation")
     st.radio(
         "Drafter",
-        list(DRAFTER_LABELS),
+        list(REGISTRY),  # every registered drafter, in the registry's order
         key=cfg("drafter"),
         horizontal=True,
-        format_func=DRAFTER_LABELS.get,
-        help=DRAFTER_HELP,
+        format_func=label,
+        help=descriptions() + DRAFTER_HELP_END,
     )
     drafter = _value("drafter")
     if drafter_class(drafter).drafts_tree:
         _heads_note(spec, drafter)
-    if drafter == "ngram":
-        st.slider("Longest n-gram to match", 1, 8, key=cfg("ngram"))
+    if drafter_class(drafter).reads_ngram_size:
+        st.slider("Longest n-gram to match", 1, 8, key=cfg("ngram_size"))
     if drafter_class(drafter).needs_draft_model:  # lookahead shares a draft model's passes
         st.slider(
             "Lookahead: lookup guesses per draft pass",
@@ -302,20 +286,18 @@ def _heads_note(spec: PairSpec | None, kind: str) -> None:
     with lease:
         report = cached_report(lease.pair.target, kind)
         yours = kind in (session_learning().trained_heads(lease.pair) or {})
+    what = drafter_class(kind).title
     if yours:
         st.caption(":material/info: Drafting with the heads you trained in this session (on the **Heads** page).")
     elif report is None:
-        what = "EAGLE head" if kind == "eagle" else "Medusa heads"
         st.caption(f":material/info: No {what} trained for this target yet: train on the **Heads** page first.")
-    elif kind == "medusa":
+    elif drafter_class(kind).draft_passes == "one":  # one pass of every head: at most one token per head
         st.caption(
-            f"{report['heads']} Medusa heads trained (head 1 right {report['top1'][0]:.0%} of the time on held-out "
+            f"{report['heads']} {what} trained (head 1 right {report['top1'][0]:.0%} of the time on held-out "
             f"answers): at most {report['heads']} drafted tokens per round."
         )
     else:
-        st.caption(
-            f"EAGLE head trained: its first guess right {report['top1'][0]:.0%} of the time on held-out answers."
-        )
+        st.caption(f"{what} trained: its first guess right {report['top1'][0]:.0%} of the time on held-out answers.")
 
 
 def sidebar() -> Settings:
