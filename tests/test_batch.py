@@ -17,6 +17,7 @@ import specviz.decoding.batch as batch
 from specviz.decoding.batch import MIN_CUT, RAGGED, BatchCache, RowCheck, batch_plain, batch_speculative, left_padded
 from specviz.decoding.config import SpecConfig
 from specviz.decoding.engine import EngineError, autoregressive_generate, run_to_end, speculative_generate
+from specviz.decoding.metrics import SpecMetrics
 from specviz.decoding.sampling import build_warpers, probabilities
 from specviz.drafters import factory
 from specviz.models.tiny import tiny_pair
@@ -72,7 +73,8 @@ def test_the_ragged_round_keeps_each_rows_own_round_length(close_pair):
     assert sorted(ragged.row_rounds) == sorted(alone_rounds)
     assert ragged.tokens_per_round == pytest.approx(sum(alone_rounds) / len(alone_rounds))
     assert cut.tokens_per_round < 0.75 * ragged.tokens_per_round
-    assert ragged.acceptance == pytest.approx(ragged.accepted / (ragged.accepted + ragged.rejected))
+    assert ragged.expected_acceptance == pytest.approx(ragged.accepted / (ragged.accepted + ragged.rejected))
+    assert ragged.metrics.accepted_tokens == ragged.accepted and ragged.metrics.rounds == len(ragged.row_rounds)
 
 
 def test_a_batch_of_one_is_the_single_run(close_pair):
@@ -83,6 +85,7 @@ def test_a_batch_of_one_is_the_single_run(close_pair):
         result = batch_speculative(close_pair, [prompt], config)
         assert result.token_ids == [alone(close_pair, prompt, config)] == [list(summary.token_ids)]
         assert result.rounds == summary.rounds
+        assert result.metrics == SpecMetrics.from_events(events)  # the acceptance rate and the rest, as the engine's
 
 
 def test_an_end_of_sequence_in_one_row_leaves_the_others_exact(close_pair):

@@ -372,17 +372,55 @@ def test_bench_through_the_cli_on_a_local_pair(local_pair, tmp_path, capsys, fro
             str(out),
             "--curve-out",
             str(curve),
+            "--metrics-out",
+            str(tmp_path / "metrics.prom"),
         ]
     )
     printed = capsys.readouterr().out
     assert code == 0
     doc = json.loads(out.read_text())
+    assert_metrics_file(tmp_path / "metrics.prom", doc, [r for r in doc["runs"] if r["method"] == "speculative"])
     assert doc["settings"]["methods"] == ["baseline", "speculative", "hf_matched"]
     assert doc["settings"]["aggregate"] == "mean" and doc["settings"]["config"]["schedule"] == "auto"
     assert doc["settings"]["hf_matched"]["num_assistant_tokens"] == doc["settings"]["config"]["gamma_max"] == 16
     assert len(doc["runs"]) == 2 * 3 and doc["load_seconds"] > 0
     assert json.loads(curve.read_text())["gamma"] == [0, 1]
     assert "Verify-cost curve" in printed and f"JSON: {out}" in printed and f"verify-cost curve: {curve}" in printed
+
+
+def vllm_family(path, name: str):
+    """One of vLLM's spec_decode counters in a --metrics-out file, read by prometheus-client's parser."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    (family,) = [f for f in text_string_to_metric_families(path.read_text()) if f.name == f"vllm:spec_decode_{name}"]
+    return family
+
+
+def assert_metrics_file(path, doc, runs) -> None:
+    """--metrics-out: vLLM's counters, read back by prometheus-client's parser, add up to the runs' own rounds."""
+    families = {
+        f"vllm:spec_decode_{n}": vllm_family(path, n)
+        for n in ("num_drafts", "num_draft_tokens", "num_accepted_tokens", "num_accepted_tokens_per_pos")
+    }
+    drafted = sum(n for r in runs for n in r["stats"]["drafted_per_round"])
+    drafts = sum(n > 0 for r in runs for n in r["stats"]["drafted_per_round"])
+    accepted = sum(n for r in runs for n in r["stats"]["accepted_per_round"])
+    method = doc["settings"]["config"]["drafter"]
+    for name, want in (("num_drafts", drafts), ("num_draft_tokens", drafted), ("num_accepted_tokens", accepted)):
+        (sample,) = families[f"vllm:spec_decode_{name}"].samples
+        assert sample.labels == {"model_name": doc["pair"]["target"], "method": method} and sample.value == want
+    first = sum(n > 0 for r in runs for n in r["stats"]["accepted_per_round"])
+    per_position = {
+        s.labels["position"]: s.value for s in families["vllm:spec_decode_num_accepted_tokens_per_pos"].samples
+    }
+    assert per_position.get("0", 0) == first and sum(per_position.values()) == accepted
+
+
+def test_bench_refuses_metrics_out_with_batch_before_loading(tmp_path, cli):
+    result = cli("bench", "--batch", "1,2", "--metrics-out", str(tmp_path / "m.prom"), *NOT_LOADED)
+    assert_one_line(result, "--metrics-out is not written by --batch")
+    result = cli("bench", "--metrics-out", str(tmp_path), "--methods", "baseline,speculative", *NOT_LOADED)
+    assert_one_line(result, f"--metrics-out {tmp_path} is a directory")
 
 
 def test_bench_refuses_an_unwritable_json_before_loading(tmp_path, cli):
@@ -398,9 +436,11 @@ def test_bench_stream_through_the_cli_with_repeats(local_pair, tmp_path, capsys,
     stream.write_text(json.dumps({"name": "s", "requests": requests}))
     out = tmp_path / "stream-out.json"
     args = ["bench", *local_pair, "--stream", str(stream), "--raw", "--max-new-tokens", "4", "--no-warmup"]
-    assert main([*args, "--repeats", "2", "--json", str(out)]) == 0
+    assert main([*args, "--repeats", "2", "--json", str(out), "--metrics-out", str(tmp_path / "m.prom")]) == 0
     printed = capsys.readouterr().out
     doc = json.loads(out.read_text())
+    drafts = {s.labels["method"]: s.value for s in vllm_family(tmp_path / "m.prom", "num_drafts").samples}
+    assert drafts == {d: sum(row[d]["drafts"] for row in doc["requests"]) for d in ("model", "traffic", "controller")}
     assert doc["repeats"] == 2 and doc["aggregate"] == "min" and len(doc["requests"]) == 5
     assert all(len(row["controller"]["repeat_speedups"]) == 2 for row in doc["requests"])
     assert "drift at request 3" in printed and re.search(

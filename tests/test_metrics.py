@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from specviz.decoding.metrics import SpecMetrics
@@ -63,3 +65,8 @@ def test_from_counters_is_exact_for_fixed_length_drafts_only():
 def test_a_round_that_keeps_more_than_it_drafted_is_refused(bad):
     with pytest.raises(ValueError, match="kept"):
         SpecMetrics.from_rounds([bad])
+
+
+def test_json_round_trip():
+    m = SpecMetrics.from_rounds(ROUNDS)
+    assert SpecMetrics.from_json(json.loads(json.dumps(m.as_json()))) == m

@@ -30,7 +30,15 @@ import torch
 
 from specviz import ROOT
 from specviz.cli.args import output_path, writing
-from specviz.decoding.batch import MAX_BATCH, MIN_CUT, RAGGED, BatchResult, batch_plain, batch_speculative
+from specviz.decoding.batch import (
+    MAX_BATCH,
+    MIN_CUT,
+    RAGGED,
+    BatchResult,
+    batch_plain,
+    batch_speculative,
+    expected_acceptance,
+)
 from specviz.decoding.config import GAMMA_LIMIT, ConfigError, SpecConfig
 from specviz.decoding.costs import batched_draft_seconds, expected_tokens
 from specviz.decoding.engine import autoregressive_generate, run_to_end, vocab_width
@@ -92,7 +100,6 @@ def run_all(batches: list[list[list[int]]], run: Callable[[list[list[int]]], Bat
         results.append(run(batch))
         stop_if(cancel)  # a stopped loop returns early: never a measured point
     row_rounds = [n for r in results for n in r.row_rounds]
-    accepted, rejected = sum(r.accepted for r in results), sum(r.rejected for r in results)
     seconds, tokens = sum(r.seconds for r in results), sum(r.tokens for r in results)
     return {
         "results": results,
@@ -103,7 +110,7 @@ def run_all(batches: list[list[list[int]]], run: Callable[[list[list[int]]], Bat
         "rounds": sum(r.rounds for r in results),
         "shapes": [shape for r in results for shape in r.shapes],
         "tokens_per_round": sum(row_rounds) / len(row_rounds) if row_rounds else 1.0,
-        "acceptance": accepted / (accepted + rejected) if accepted + rejected else 0.0,
+        "acceptance": expected_acceptance(results) or 0.0,  # Leviathan's a, estimated (not the acceptance rate)
     }
 
 
@@ -159,11 +166,7 @@ def alone_entry(runs: Sequence[tuple]) -> dict:
     """The rows decoded alone, pooled as run_all pools a batch: tokens per row per round, acceptance."""
     spec = [s for _, s in runs]
     row_rounds = [n for s in spec for n in s.row_rounds]
-    accepted, rejected = sum(s.accepted for s in spec), sum(s.rejected for s in spec)
-    return {
-        "tokens_per_round": sum(row_rounds) / len(row_rounds),
-        "acceptance": accepted / (accepted + rejected) if accepted + rejected else 0.0,
-    }
+    return {"tokens_per_round": sum(row_rounds) / len(row_rounds), "acceptance": expected_acceptance(spec) or 0.0}
 
 
 def engine_speedup(pair, prompt: list[int], config: SpecConfig, cancel=None) -> tuple[int, float, int, float]:

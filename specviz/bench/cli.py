@@ -69,6 +69,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json", default=None, metavar="PATH", help="where to write the JSON (default: out/bench-<time>.json)"
     )
+    parser.add_argument(
+        "--metrics-out",
+        default=None,
+        metavar="PATH",
+        help="also write the drafters' counters as Prometheus text in vLLM's names (vllm:spec_decode_*)",
+    )
     add_batch_arguments(parser)
     bound(  # batching's numbers, each in the range bench checks
         parser,
@@ -239,7 +245,19 @@ def stream_main(args: argparse.Namespace) -> int:
     )
     print(format_stream(rows, doc["summary"]))
     print(f"\nJSON: {json_path}")
+    _write_metrics(args, doc)
     return 0
+
+
+def _write_metrics(args: argparse.Namespace, doc: dict) -> None:
+    """--metrics-out: the document's drafting counters in the serving engines' Prometheus names (metrics_out.py)."""
+    from .metrics_out import write_metrics
+
+    if args.metrics_out:
+        path = Path(args.metrics_out).expanduser()
+        with writing(path, "--metrics-out"):
+            write_metrics(path, doc)
+        print(f"Prometheus metrics: {path}")
 
 
 def check_modes(args: argparse.Namespace) -> None:
@@ -251,6 +269,8 @@ def check_modes(args: argparse.Namespace) -> None:
             raise ConfigError(f"{flag} needs a value; leave it out for the methods' benchmark")
     if args.threads is not None and not 1 <= args.threads <= MAX_THREADS:
         raise ConfigError(f"--threads must be between 1 and {MAX_THREADS}, got {args.threads}")
+    if args.batch is not None and args.metrics_out:
+        raise ConfigError("--metrics-out is not written by --batch (the methods' bench, --compare-drafters, --stream)")
     if args.batch is not None and args.batch_repeats < 1:
         raise ConfigError(f"--batch-repeats must be 1 or more, got {args.batch_repeats}")
     if args.batch is not None and args.batch_engine_repeats < 1:
@@ -261,6 +281,8 @@ def check_modes(args: argparse.Namespace) -> None:
 
 def main(args: argparse.Namespace) -> int:
     check_modes(args)
+    if args.metrics_out:  # checked before minutes of loading and running
+        output_path(args.metrics_out, "--metrics-out", make_parents=True)
     if args.stream is not None:
         return stream_main(args)
     if args.batch is not None:
@@ -289,6 +311,7 @@ def main(args: argparse.Namespace) -> int:
     with writing(json_path, "--json"):
         json_path.write_text(json.dumps(doc, indent=1, ensure_ascii=False), encoding="utf-8")
     print(f"\nJSON: {json_path}")
+    _write_metrics(args, doc)
     if curve_path is not None:
         with writing(curve_path, "--curve-out"):
             curve_path.write_text(json.dumps(doc["verify_curve"], indent=1), encoding="utf-8")
@@ -308,4 +331,5 @@ def _compare(args: argparse.Namespace, settings: BenchSettings, prompts: dict, j
     with writing(json_path, "--json"):
         json_path.write_text(json.dumps(doc, indent=1, ensure_ascii=False), encoding="utf-8")
     print(f"\nJSON: {json_path}")
+    _write_metrics(args, doc)
     return 0

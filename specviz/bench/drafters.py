@@ -2,9 +2,10 @@
 
 Per prompt: the target's prompt pass timed alone, the baseline once, then our speculative decoding once per drafter
 with the same settings (the order rotating from prompt to prompt). Metrics as vLLM names them: acceptance rate =
-accepted / drafted tokens; mean acceptance length = 1 + accepted / drafting rounds (tokens a round commits);
-position-1 acceptance = drafting rounds whose first position was kept (vLLM's per-position acceptance rate at 1: the
-first guess, which the heads' held-out top-1 measures off line); draft cost = draft seconds per drafted token;
+accepted / drafted tokens; mean acceptance length = 1 + accepted / drafts (rounds that drafted: tokens such a round
+commits); position-1 acceptance = drafts whose first position was kept (vLLM's per-position acceptance rate at 1: the
+first guess, which the heads' held-out top-1 measures off line), all as decoding/metrics.py defines them; draft cost =
+draft seconds per drafted token;
 speed-up = the baseline's decode seconds over the drafter's, summed over the prompts (decode: after the prompt pass).
 """
 
@@ -14,11 +15,13 @@ from dataclasses import replace
 from typing import Any
 
 from specviz.decoding.config import ConfigError, SpecConfig
+from specviz.decoding.metrics import SpecMetrics
 from specviz.drafters import needs_draft_model, without_capability
 
 from .curve import measure_prompt_pass
 from .environment import PeakMemory, environment, now
 from .methods import Run, run_method
+from .metrics_out import stats_metrics
 from .run import WARMUP_TOKENS, Log, _quiet
 
 
@@ -74,7 +77,7 @@ def compare_drafters(
                     "baseline_decode_seconds": max(base.seconds - prompt_pass, 1e-9),
                     "identical": run.token_ids == base.token_ids,
                     **{k: run.stats[k] for k in ("rounds", "drafted", "accepted", "draft_seconds", "verify_seconds")},
-                    **first_position(run.stats),
+                    "metrics": stats_metrics(run.stats).as_json(),
                 }
             )
         log(
@@ -94,27 +97,18 @@ def compare_drafters(
     }
 
 
-def first_position(stats: dict[str, Any]) -> dict[str, int]:
-    """Drafting rounds, and those whose first position was kept (its draft, or an alternative in its place)."""
-    pairs = list(zip(stats["drafted_per_round"], stats["accepted_per_round"], strict=True))
-    return {
-        "drafting_rounds": sum(drafted > 0 for drafted, _ in pairs),
-        "first_kept": sum(drafted > 0 and accepted > 0 for drafted, accepted in pairs),
-    }
-
-
 def summarize_drafter(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    drafted = sum(r["drafted"] for r in rows)
-    drafting = sum(r["drafting_rounds"] for r in rows)
-    accepted = sum(r["accepted"] for r in rows)
-    rounds = sum(r["rounds"] for r in rows)
+    m = sum((SpecMetrics.from_json(r["metrics"]) for r in rows), SpecMetrics())
+    per_position = m.per_position_acceptance_rate
     decode = sum(r["decode_seconds"] for r in rows)
     return {
         "prompts": len(rows),
-        "acceptance_rate": accepted / drafted if drafted else None,
-        "mean_acceptance_length": 1 + accepted / rounds if rounds else None,
-        "position_1_acceptance": sum(r["first_kept"] for r in rows) / drafting if drafting else None,
-        "draft_ms_per_token": 1000 * sum(r["draft_seconds"] for r in rows) / drafted if drafted else None,
+        "acceptance_rate": m.acceptance_rate,
+        "mean_acceptance_length": m.mean_acceptance_length,
+        "position_1_acceptance": per_position[0] if per_position else None,
+        "per_position_acceptance_rate": list(per_position),
+        "conditional_acceptance_rate": list(m.conditional_acceptance_rate),
+        "draft_ms_per_token": 1000 * sum(r["draft_seconds"] for r in rows) / m.draft_tokens if m.draft_tokens else None,
         "speedup": sum(r["baseline_decode_seconds"] for r in rows) / decode if decode else None,
         "identical": all(r["identical"] for r in rows),
     }
@@ -158,8 +152,8 @@ def format_drafter_table(doc: dict[str, Any]) -> str:
             "  ".join("-" * w for w in widths),
             *lines[1:],
             "",
-            "accept rate = accepted / drafted tokens; mean accept len = 1 + accepted / rounds (tokens per round); "
-            "pos-1 rate = drafting rounds whose first position was kept; "
+            "accept rate = accepted / drafted tokens; mean accept len = 1 + accepted / drafts (rounds that drafted); "
+            "pos-1 rate = drafts whose first position was kept; "
             "speed-up = the baseline's decode time / the drafter's, over all prompts.",
         ]
     )

@@ -22,6 +22,7 @@ from typing import Any
 
 from specviz.decoding.config import SpecConfig
 from specviz.decoding.engine import autoregressive_generate, run_to_end
+from specviz.decoding.metrics import SpecMetrics
 from specviz.drafters import ALONE, CONTROLLER, drafter_class
 from specviz.drafters.suffix import TrafficStore
 from specviz.drafters.traffic import controller_memory, restore_controller_memory
@@ -40,20 +41,18 @@ POSITIONS = 8  # per-position acceptance rates kept
 
 
 def acceptance_metrics(rounds: list[RoundEvent]) -> dict[str, Any]:
-    """vLLM's names over one run's rounds, and mean accepted tokens per round."""
-    drafts = [r for r in rounds if r.drafted]
-    drafted = sum(len(r.drafted) for r in rounds)
-    accepted = sum(r.n_accepted for r in rounds)
-    per_position = [sum(r.n_accepted > k for r in drafts) / len(drafts) if drafts else 0.0 for k in range(POSITIONS)]
+    """vLLM's names over one run's rounds (decoding/metrics.py), its counts, and mean accepted tokens per round."""
+    m = SpecMetrics.from_events(rounds)
     return {
-        "rounds": len(rounds),
-        "drafts": len(drafts),
-        "drafted": drafted,
-        "accepted": accepted,
-        "acceptance_rate": accepted / drafted if drafted else 0.0,
-        "mean_acceptance_length": 1 + accepted / len(drafts) if drafts else 1.0,
-        "per_position_acceptance_rate": per_position,
-        "mean_accepted_per_round": accepted / len(rounds) if rounds else 0.0,
+        "rounds": m.rounds,
+        "drafts": m.drafts,
+        "drafted": m.draft_tokens,
+        "accepted": m.accepted_tokens,
+        "acceptance_rate": m.acceptance_rate or 0.0,
+        "mean_acceptance_length": m.mean_acceptance_length or 1.0,
+        "per_position_acceptance_rate": [*m.per_position_acceptance_rate, *[0.0] * POSITIONS][:POSITIONS],
+        "mean_accepted_per_round": m.accepted_per_round or 0.0,
+        "counts": m.as_json(),
         "sources": {s: sum(r.draft_source == s for r in rounds) for s in SOURCES},
     }
 

@@ -36,6 +36,7 @@ from .acceptance import Decision, verify
 from .config import SpecConfig
 from .engine import EngineError, make_generator, synchronize, vocab_width
 from .kvcache import fit_width
+from .metrics import SpecMetrics
 from .proposal import Draft
 from .sampling import build_warpers, probabilities, sample
 
@@ -207,6 +208,7 @@ class BatchRun:
     shapes: list[tuple[int, int, int]] = field(default_factory=list)
     accepted: int = 0  # drafts accepted by the ordinary rule, over every row and round (before a cut)
     rejected: int = 0  # (row, round)s that ended on a rejection
+    metrics: SpecMetrics = SpecMetrics()  # every (row, round) as a verification step, as the serving engines count
     draft_seconds: float = 0.0
     verify_seconds: float = 0.0
     prefill_seconds: float = 0.0
@@ -356,6 +358,7 @@ def batch_round(run: BatchRun, gamma: int) -> list[int]:
     run.draft_seconds += drafted - started
     run.accepted += sum(check.decision.n_accepted for check in checks)
     run.rejected += sum(check.decision.rejection_index is not None for check in checks)
+    run.metrics += SpecMetrics.from_rounds((check.decision.n_accepted, length) for check in checks)
     counts = run.commit(new, drafted=length)
     run.rounds += 1
     run.row_rounds.extend(counts)
@@ -384,6 +387,7 @@ class BatchResult:
     rejected: int  # (row, round)s that ended on a rejection
     draft_seconds: float
     verify_seconds: float
+    metrics: SpecMetrics = SpecMetrics()  # the acceptance rate and the rest, every (row, round) a step (metrics.py)
 
     @property
     def tokens(self) -> int:
@@ -395,11 +399,16 @@ class BatchResult:
         return sum(self.row_rounds) / len(self.row_rounds) if self.row_rounds else 1.0
 
     @property
-    def acceptance(self) -> float | None:
-        """The per-token acceptance rate a: accepted drafts over accepted drafts plus rejections (the estimate of a
-        for drafts accepted one after another, each with probability a, until the first rejection)."""
-        checked = self.accepted + self.rejected
-        return self.accepted / checked if checked else None
+    def expected_acceptance(self) -> float | None:
+        return expected_acceptance([self])
+
+
+def expected_acceptance(results: Sequence[BatchResult]) -> float | None:
+    """Leviathan's a, the expected acceptance, estimated: accepted drafts over accepted drafts plus rejections (for
+    drafts accepted one after another, each with probability a, until the first rejection). Not the acceptance rate
+    (accepted / drafted, metrics.acceptance_rate), which also counts the drafts left unchecked after a rejection."""
+    accepted, rejected = sum(r.accepted for r in results), sum(r.rejected for r in results)
+    return accepted / (accepted + rejected) if accepted + rejected else None
 
 
 def _result(run: BatchRun, started: float) -> BatchResult:
@@ -414,6 +423,7 @@ def _result(run: BatchRun, started: float) -> BatchResult:
         rejected=run.rejected,
         draft_seconds=run.draft_seconds,
         verify_seconds=run.verify_seconds,
+        metrics=run.metrics,
     )
 
 

@@ -20,7 +20,7 @@ Nothing here imports torch: the numbers are plain counters, added up across runs
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Protocol
 
 
@@ -99,6 +99,16 @@ class SpecMetrics:
             reached_per_position=(drafts, *kept[:-1]) if kept else (),
             reached_estimated=draft_tokens != drafts * len(kept),
         )
+
+    @classmethod
+    def from_json(cls, counts: dict) -> SpecMetrics:
+        """From as_json()'s dict (lists for the per-position counts, as JSON reads them back)."""
+        positions = ("accepted_per_position", "reached_per_position")
+        return cls(**{k: tuple(v) if k in positions else v for k, v in counts.items()})
+
+    def as_json(self) -> dict:
+        """The counters as plain JSON values."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
     def __add__(self, other: SpecMetrics) -> SpecMetrics:
         return SpecMetrics(

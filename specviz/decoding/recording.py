@@ -21,6 +21,7 @@ from .events import (
     TreeToken,
     decode_rate,
 )
+from .metrics import SpecMetrics
 from .proposal import Draft
 from .sampling import acceptance_ratio
 from .tree import depths
@@ -152,8 +153,7 @@ class Totals:
 
     method: Method
     rounds: int = 0  # rounds (speculative) or steps (autoregressive)
-    drafted: int = 0
-    accepted: int = 0
+    metrics: SpecMetrics = SpecMetrics()  # the rounds' drafts, as the serving engines count them (metrics.py)
     draft_seconds: float = 0.0
     verify_seconds: float = 0.0
     draft_forwards: int = 0
@@ -162,8 +162,7 @@ class Totals:
     def add(self, event: RoundEvent | TokenEvent) -> None:
         self.rounds += 1
         if isinstance(event, RoundEvent):
-            self.drafted += len(event.drafted)
-            self.accepted += event.n_accepted
+            self.metrics += SpecMetrics.from_rounds([(event.n_accepted, len(event.drafted))])
             self.draft_seconds += event.draft_seconds
             self.verify_seconds += event.verify_seconds
             self.draft_forwards += event.draft_forwards
@@ -179,10 +178,10 @@ class Totals:
             text=text,
             new_tokens=len(token_ids),
             rounds=self.rounds,
-            drafted=self.drafted,
-            accepted=self.accepted,
-            acceptance_rate=self.accepted / self.drafted if self.drafted else 0.0,
-            mean_accepted_per_round=self.accepted / self.rounds if self.rounds else 0.0,
+            drafted=self.metrics.draft_tokens,
+            accepted=self.metrics.accepted_tokens,
+            acceptance_rate=self.metrics.acceptance_rate or 0.0,
+            mean_accepted_per_round=self.metrics.accepted_per_round or 0.0,
             seconds=seconds,
             prefill_seconds=prefill_seconds,
             tokens_per_second=decode_rate(len(token_ids), decode_seconds),

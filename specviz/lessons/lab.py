@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from specviz.decoding.config import SpecConfig
+from specviz.decoding.metrics import SpecMetrics
 from specviz.runs import run_trace, speedup
 from specviz.traces.trace import RoundEvent, Trace
 
@@ -124,26 +125,30 @@ def run_batch(
 @dataclass(frozen=True)
 class PositionStat:
     position: int  # 1-based position in the draft
-    reached: int  # drafted tokens at this position that were checked (not after a rejection)
-    accepted: int
+    reached: int  # drafts at least this long whose earlier positions were all kept (metrics.py)
+    accepted: int  # drafts that kept this position (its draft, or an alternative or tree node in its place)
 
     @property
     def rate(self) -> float:
-        """P(accept d_i | d_1..d_{i-1} accepted): the per-position acceptance rate."""
+        """P(keep position i | positions 1..i-1 kept): the conditional per-position acceptance rate (metrics.py)."""
         return self.accepted / self.reached if self.reached else 0.0
 
 
+def run_metrics(trace: Trace) -> SpecMetrics:
+    """A run's counters as the serving engines count them (decoding/metrics.py): every number the lab shows."""
+    return SpecMetrics.from_events(trace.rounds)
+
+
 def acceptance_by_position(traces: Iterable[Trace]) -> list[PositionStat]:
-    reached: dict[int, int] = {}
-    accepted: dict[int, int] = {}
-    for trace in traces:
-        for event in trace.rounds:
-            for i, token in enumerate(event.drafted):
-                if token.verdict == "unchecked":
-                    break
-                reached[i] = reached.get(i, 0) + 1
-                accepted[i] = accepted.get(i, 0) + (token.verdict == "accepted")
-    return [PositionStat(i + 1, reached[i], accepted[i]) for i in sorted(reached)]
+    m = sum((run_metrics(t) for t in traces), SpecMetrics())
+    pairs = zip(m.accepted_per_position, m.reached_per_position, strict=True)
+    return [PositionStat(i + 1, reached, kept) for i, (kept, reached) in enumerate(pairs) if reached]
+
+
+def mean_acceptance_length(trace: Trace) -> float | None:
+    """1 + accepted / drafts (rounds with a draft), rounded for a table; None for a run that never drafted."""
+    length = run_metrics(trace).mean_acceptance_length
+    return None if length is None else round(length, 2)
 
 
 @dataclass(frozen=True)
@@ -224,7 +229,7 @@ def run_rows(runs: Iterable[LabRun]) -> list[dict]:
                 "temperature": c.temperature,
                 "acceptance rate": round(s.acceptance_rate, 3),
                 "tokens / s": round(s.tokens_per_second, 2),
-                "mean acceptance length": round(s.new_tokens / s.rounds, 2) if s.rounds else 0.0,
+                "mean acceptance length": mean_acceptance_length(run.trace),
                 "schedule": c.schedule,
                 "γ": c.gamma,
                 "new tokens": s.new_tokens,
@@ -248,7 +253,7 @@ def drafter_comparison(runs: Iterable[LabRun]) -> list[dict]:
         drafters[drafter_name(c.drafter)] = {
             "tokens / s": round(s.tokens_per_second, 2),
             "acceptance": round(s.acceptance_rate, 3),
-            "mean acceptance length": round(s.new_tokens / s.rounds, 2) if s.rounds else 0.0,
+            "mean acceptance length": mean_acceptance_length(run.trace),
         }
     return [
         {

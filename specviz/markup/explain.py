@@ -57,7 +57,8 @@ A_BRIDGE = (
     "**Acceptance rate** = accepted ÷ drafted tokens. Leviathan's **a** is the chance one drafted token is kept, "
     "estimated from the same run as the a whose expected accepted prefix a(1 − a^γ)/(1 − a) matches the measured "
     "one; it is higher than the rate, which also counts the tokens thrown away unchecked after a rejection. "
-    "**Mean acceptance length** = tokens per target pass, bonus included."
+    "**Mean acceptance length** = 1 + accepted ÷ drafts (rounds that drafted): tokens per target pass, bonus "
+    "included."
 )
 
 SOURCE_WORDS = {  # who drafted, for the traffic drafter and the controller (RoundEvent.draft_source)
