@@ -18,7 +18,8 @@ from specviz.lessons.lossless import LosslessError, lossless_experiment, next_to
 from specviz.models.loading import PairSpec
 from specviz.models.tiny import tiny_pair
 from specviz.runs import device_lock, run_trace
-from specviz.serving.jobs import OOM_ADVICE, PairLoader, describe_error, start_job
+from specviz.serving.jobs import OOM_ADVICE, describe_error, start_job
+from specviz.serving.pairs import PairLoader
 from specviz.traces.trace import TokenProb, load_trace
 
 TINY_TRACE = Path(__file__).resolve().parent / "data" / "tiny_trace.json"

@@ -1,23 +1,30 @@
-"""The process-wide pair registry (jobs.PairRegistry) and the one lock per device (runs.exclusive), with a fake
-load function and stand-in pairs: no Streamlit and no model needed.
+"""The process-wide pair registry (serving/pairs.py) and the one lock per device (runs.exclusive), with a fake load
+function and stand-in pairs: no Streamlit and no model needed.
 
-The issue's bug: a two-entry loader cache let other presets or failed custom paths evict the built-in pair,
-the next run built a second copy with its own lock, and two runs overlapped on the CPU with double the memory.
+Issue 56: any visitor could make the server hold three pairs at once for the life of the process (bf16 -> fp32 ->
+int8 took its VmHWM from 4.78 to 12.51 to 14.74 GiB), "auto" and "bf16" were two pairs, and the loads took no turn on
+the device. Now a switch replaces the pair (the old one is let go before the new one loads unless both fit with room
+to spare), every load is a job in the device's turn, and an exposed server's owner's pairs are pinned.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+import weakref
+from dataclasses import dataclass, replace
 
 import pytest
 import torch
 
 from specviz.errors import ModelLoadError
+from specviz.models import memory
+from specviz.models.fastpath import native_bfloat16
 from specviz.models.loading import PairSpec
+from specviz.models.precision import default_precision
 from specviz.runs import Cancelled, device_key, device_lock, exclusive
-from specviz.serving.jobs import PairRegistry
+from specviz.serving import pairs
+from specviz.serving.pairs import NOT_OFFERED, PairRegistry, canonical_spec
 
 BUILTIN = PairSpec()
 OTHERS = [
@@ -25,30 +32,52 @@ OTHERS = [
     PairSpec("openai-community/gpt2-xl", "distilbert/distilgpt2"),
 ]
 MISSING = [PairSpec("/no/such/target", None), PairSpec("/no/such/other", None)]
+GiB = 1 << 30
 
 
-@dataclass
+@dataclass(eq=False)
 class FakePair:
     spec: PairSpec
     device: torch.device = torch.device("cpu")
 
 
 class FakeLoad:
-    """Counts how often each spec is built; a path under /no/such fails like a missing directory."""
+    """Counts how often each spec is built and which earlier pairs were still alive as each load began; a path under
+    /no/such fails like a missing directory, and `refuse` raises a refusal for memory."""
 
-    def __init__(self, delay: float = 0.0):
+    def __init__(self, delay: float = 0.0, refuse: memory.MemoryRefusal | None = None):
         self.delay = delay
+        self.refuse = refuse
         self.built: list[PairSpec] = []
+        self.made: list[weakref.ref] = []
+        self.alive_at_start: list[int] = []
         self.guard = threading.Lock()
 
     def __call__(self, spec: PairSpec, progress) -> FakePair:
+        self.alive_at_start.append(self.alive())
         progress("loading", 0.5)
         time.sleep(self.delay)
+        if self.refuse is not None:
+            raise self.refuse
         if spec.target.startswith("/no/such"):
             raise ModelLoadError(f"The target model directory {spec.target} does not exist.")
+        pair = FakePair(spec)
         with self.guard:
             self.built.append(spec)
-        return FakePair(spec)
+            self.made.append(weakref.ref(pair))
+        return pair
+
+    def alive(self) -> int:
+        return sum(ref() is not None for ref in self.made)
+
+
+@pytest.fixture(autouse=True)
+def collections(monkeypatch) -> list[int]:
+    """How often the registry collected let-go pairs (gc.collect takes most of a second beside torch: not here, where
+    a FakePair is freed by its last reference going)."""
+    calls: list[int] = []
+    monkeypatch.setattr(pairs, "release_memory", lambda: calls.append(1))
+    return calls
 
 
 def ready(registry: PairRegistry, spec: PairSpec, **kw):
@@ -57,21 +86,93 @@ def ready(registry: PairRegistry, spec: PairSpec, **kw):
     return loader
 
 
-def test_the_issues_scenario_keeps_the_builtin_pair():
+def tight(load: FakeLoad, need: int = 4 * GiB, free: int = 6 * GiB) -> PairRegistry:
+    """A registry where a new pair's need, twice over, is not available: a switch lets the old pair go first."""
+    return PairRegistry(load=load, need=lambda spec: need, available=lambda: free)
+
+
+def test_auto_is_the_precision_it_picks_so_auto_and_that_precision_are_one_pair():
+    picked = default_precision(native_bfloat16(torch.device("cpu")))
+    assert canonical_spec(BUILTIN) == canonical_spec(replace(BUILTIN, precision=picked, device="cpu"))
+    assert canonical_spec(BUILTIN).precision == picked and canonical_spec(BUILTIN).device == "cpu"
+    other = "fp32" if picked != "fp32" else "bf16"
+    assert canonical_spec(BUILTIN) != canonical_spec(replace(BUILTIN, precision=other))
     load = FakeLoad()
-    registry = PairRegistry(load=load)
+    registry = tight(load)
     first = ready(registry, BUILTIN)
-    for spec in OTHERS + MISSING:
+    assert ready(registry, replace(BUILTIN, precision=picked)) is first and load.built == [canonical_spec(BUILTIN)]
+    assert first.spec.precision == picked  # the load is handed the precision it resolves to
+
+
+def test_a_switch_lets_the_old_pair_go_before_the_new_one_loads(collections):
+    load = FakeLoad()
+    registry = tight(load)
+    ready(registry, BUILTIN)
+    for spec in [replace(BUILTIN, precision="fp32"), replace(BUILTIN, precision="int8"), *OTHERS]:
+        assert ready(registry, spec).state == "ready"
+        assert load.alive_at_start[-1] == 0  # the pair before was gone when this one began to load
+        assert load.alive() == 1 and [held.spec for held in registry.loaded()] == [canonical_spec(spec)]
+    assert len(load.built) == 5 and len(collections) == 4  # the memory given back at each switch
+
+
+def test_the_old_pair_stays_while_the_new_one_loads_only_with_room_to_spare():
+    load = FakeLoad()
+    registry = PairRegistry(load=load, need=lambda spec: 4 * GiB, available=lambda: 8 * GiB)  # twice the need
+    old = ready(registry, BUILTIN)
+    new = ready(registry, OTHERS[0])
+    assert load.alive_at_start == [0, 1]  # both fit with room to spare: the old one stayed during the load
+    assert load.alive() == 1 and registry.loaded() == [new] and old.state == "released" and old.pair is None
+    unknown = PairRegistry(load=load, need=lambda spec: None, available=lambda: 1 << 60)  # a need not known
+    ready(unknown, OTHERS[1])
+    ready(unknown, BUILTIN)
+    assert load.alive_at_start[-1] == 1  # the registry above still holds its pair: this one let its own go first
+
+
+def test_a_pair_a_run_holds_is_never_let_go_under_it():
+    load = FakeLoad()
+    registry = tight(load)
+    builtin = ready(registry, BUILTIN)
+    lease = registry.lease(BUILTIN)
+    assert lease is not None and lease.pair is builtin.pair
+    ready(registry, OTHERS[0])
+    assert load.alive_at_start[-1] == 1 and load.alive() == 2  # held by the run, so it stayed
+    assert registry.lease(OTHERS[0]) is not None and builtin.state == "ready" and builtin.retired
+    lease.release()
+    lease.release()  # twice is harmless
+    assert builtin.state == "released" and load.alive() == 1  # gone once the run let it go
+
+
+def test_switching_back_to_a_pair_a_run_still_holds_keeps_it():
+    load = FakeLoad()
+    registry = tight(load)
+    builtin = ready(registry, BUILTIN)
+    lease = registry.lease(BUILTIN)
+    other = ready(registry, OTHERS[0])
+    assert ready(registry, BUILTIN) is builtin and not builtin.retired  # no second copy
+    assert other.state == "released" and load.built == [canonical_spec(BUILTIN), canonical_spec(OTHERS[0])]
+    lease.release()
+    assert registry.loaded() == [builtin]
+
+
+def test_pinned_pairs_stay_and_only_they_load_where_the_owner_says_so():
+    load = FakeLoad()
+    registry = tight(load)
+    owners = [BUILTIN, replace(BUILTIN, precision="int8")]
+    registry.pin(owners, only=True)
+    for spec in owners:
         ready(registry, spec)
-    assert registry.loader(BUILTIN) is first and first.state == "ready"
-    assert load.built.count(BUILTIN) == 1
-    assert [ready(registry, s).state for s in MISSING] == ["failed", "failed"]  # still failed, shown as such
-    assert {loader.spec for loader in registry.loaded()} == {BUILTIN, *OTHERS}  # no slot for the failures
+    refused = ready(registry, OTHERS[0])
+    assert refused.state == "failed" and refused.error == NOT_OFFERED and registry.lease(OTHERS[0]) is None
+    assert refused.pair is None and len(load.built) == 2
+    registry.pin(owners)  # the owner also allows other pairs (custom ones): they replace each other only
+    ready(registry, OTHERS[0])
+    ready(registry, OTHERS[1])
+    assert {held.spec for held in registry.loaded()} == {canonical_spec(s) for s in [*owners, OTHERS[1]]}
 
 
 def test_failed_loads_never_take_a_slot_and_are_retried():
     load = FakeLoad()
-    registry = PairRegistry(capacity=1, load=load)
+    registry = tight(load)
     first = ready(registry, BUILTIN)
     for _ in range(3):
         failed = ready(registry, MISSING[0])
@@ -79,28 +180,22 @@ def test_failed_loads_never_take_a_slot_and_are_retried():
         assert ready(registry, MISSING[0]) is failed  # shown until someone asks again
         assert ready(registry, MISSING[0], retry_failed=True) is not failed
         registry.retry(MISSING[0])
-    assert registry.loader(BUILTIN) is first and load.built == [BUILTIN]
+    assert registry.loaded() == [] and first.state == "released"  # the switch let the old pair go first
+    assert MISSING[0] not in {held.spec for held in registry.held()}
 
 
-class LateSweep(PairRegistry):
-    """Every load finishes just after the sweep looked: the window where a load fails between the sweep and
-    the state check (seen once in CI as a failed loader that was returned but kept nowhere)."""
-
-    def _sweep(self) -> None:
-        super()._sweep()
-        for loader in list(self._slots.values()):
-            loader.wait(10)
-
-
-def test_a_load_that_fails_after_the_sweep_is_still_kept_as_failed():
-    load = FakeLoad(delay=0.2)
-    registry = LateSweep(load=load)
-    loading = registry.loader(MISSING[0])
-    assert loading.state == "loading"
-    failed = registry.loader(MISSING[0])  # failed between this call's sweep and its state check
-    assert failed is loading and failed.state == "failed"
-    assert registry.loader(MISSING[0]) is failed  # not silently retried
-    assert registry.loader(MISSING[0], retry_failed=True) is not failed
+def test_a_refusal_for_memory_says_the_memory_available_when_it_is_shown(monkeypatch):
+    free = [3 * GiB]
+    monkeypatch.setattr(memory, "available_memory", lambda: free[0])
+    refusal = memory.MemoryRefusal("fp32", 8 * GiB, {"bf16": 5 * GiB, "int8": 3 * GiB})
+    registry = tight(FakeLoad(refuse=refusal))
+    failed = ready(registry, BUILTIN)
+    assert "8.0 GiB of memory and 3.0 GiB is available now: choose precision int8" in failed.error
+    free[0] = int(7.8 * GiB)  # memory freed since: the words follow, with no retry
+    assert "and 7.8 GiB is available now: choose precision bf16" in failed.error
+    assert registry.loader(BUILTIN, start=False) is failed  # a look asks nothing again
+    free[0] = 9 * GiB  # it would fit now: the next ask tries again
+    assert registry.loader(BUILTIN) is not failed
 
 
 def test_concurrent_requests_build_once():
@@ -119,45 +214,22 @@ def test_concurrent_requests_build_once():
     for t in threads:
         t.join(10)
     assert len(found) == 8 and all(loader is found[0] for loader in found)
-    assert found[0].wait(10) and load.built == [BUILTIN]
+    assert found[0].wait(10) and load.built == [canonical_spec(BUILTIN)]
 
 
-def test_eviction_takes_the_least_recently_used_idle_pair():
+def test_a_load_takes_the_devices_turn():
     load = FakeLoad()
-    registry = PairRegistry(capacity=2, load=load)
-    builtin = ready(registry, BUILTIN)
-    ready(registry, OTHERS[0])
-    registry.loader(BUILTIN)  # used again: OTHERS[0] is now the oldest
-    ready(registry, OTHERS[1])
-    assert {loader.spec for loader in registry.loaded()} == {BUILTIN, OTHERS[1]}
-    assert registry.loader(BUILTIN) is builtin
-
-
-def test_a_pair_in_use_is_never_evicted_nor_built_twice():
-    load = FakeLoad()
-    registry = PairRegistry(capacity=1, load=load)
-    builtin = ready(registry, BUILTIN)
-    lease = registry.lease(BUILTIN)
-    assert lease is not None and lease.pair is builtin.pair
-    refused = ready(registry, OTHERS[0])  # no room next to a pair a run holds
-    assert refused.state == "failed" and "runs are using" in refused.error
-    assert registry.loader(BUILTIN) is builtin
-    lease.release()
-    lease.release()  # twice is harmless
-    assert builtin.users == 0
-    assert ready(registry, OTHERS[0], retry_failed=True).state == "ready"  # now the idle pair makes room
-    assert load.built == [BUILTIN, OTHERS[0]]
-
-
-def test_eviction_skips_a_pair_a_run_holds():
-    registry = PairRegistry(capacity=2, load=FakeLoad())
-    builtin = ready(registry, BUILTIN)
-    lease = registry.lease(BUILTIN)
-    ready(registry, OTHERS[0])
-    ready(registry, OTHERS[1])  # the built-in pair is the oldest, but in use
-    assert {loader.spec for loader in registry.loaded()} == {BUILTIN, OTHERS[1]}
-    assert registry.loader(BUILTIN) is builtin
-    lease.release()
+    registry = tight(load)
+    with exclusive(FakePair(BUILTIN)):  # a run holds the CPU
+        loader = registry.loader(BUILTIN)
+        assert not loader.wait(0.8) and loader.state == "loading" and load.built == []
+        assert loader.message.startswith("waiting for the device")
+    assert loader.wait(10) and loader.state == "ready"
+    with exclusive(FakePair(BUILTIN)):
+        cancelled = registry.loader(OTHERS[0])
+        cancelled.job.stop()  # stopped while it waits: it gives its place up
+        assert cancelled.wait(10)
+    assert cancelled.state == "failed" and "stopped" in cancelled.error and loader.state == "ready"
 
 
 def test_lease_needs_a_loaded_pair():

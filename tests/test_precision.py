@@ -155,7 +155,7 @@ def test_a_pair_that_does_not_fit_is_refused_with_both_numbers_and_the_smaller_c
     monkeypatch.setattr(memory, "available_memory", lambda: need["bf16"])
     with pytest.raises(
         ModelLoadError,
-        match=r"in fp32 needs about .* GiB of memory and .* GiB is available: "
+        match=r"in fp32 needs about .* GiB of memory and .* GiB is available now: "
         r"choose precision bf16",
     ):
         load_pair(spec)

@@ -122,7 +122,7 @@ def test_custom_pairs_off_on_an_exposed_server(monkeypatch, tmp_path, address, h
     assert not settings.has_pair and settings.spec.target != SECRET
     at.button(key="step.run").click().run()  # a run cannot reach it either
     assert state(at, "step").job is None and any("Choose a model pair" in e for e in texts(at.main.error))
-    from specviz.serving.jobs import PAIRS
+    from specviz.serving.pairs import PAIRS
 
     assert not any(key[0].target == SECRET for key in [*PAIRS._slots, *PAIRS._failed])
     assert looked_at == []

@@ -58,30 +58,59 @@ def pair_footprint(counts: dict[str, tuple[int, int, int]], precision: Precision
 
 
 def available_memory() -> int:
-    """Bytes the system can give this process without swapping (psutil's `available`)."""
+    """Bytes the system can give this process without swapping (psutil's `available`), read now."""
     import psutil
 
     return int(psutil.virtual_memory().available)
 
 
+def builtin_need(precision: Precision, quantize: bool) -> int:
+    """About what the built-in pair holds once loaded on the CPU in this precision, from its models' float32 sizes
+    (no config read): enough to tell whether a held pair can stay while this one loads (serving/pairs.py)."""
+    from . import builtin
+
+    target = builtin.TARGET.converted_size * precision.bytes_per_weight / 4
+    draft_bytes = builtin.FORM_BYTES["int8"] if quantize else precision.dtype.itemsize
+    return int(RUNTIME_BYTES + target + builtin.DRAFT.converted_size * draft_bytes / 4)
+
+
+class MemoryRefusal(ModelLoadError):
+    """A load refused because the pair would not fit. Its words are written when they are read (`describe`): the
+    memory available is read then, never the figure of the moment it was refused."""
+
+    def __init__(self, precision: str, need: int, smaller: dict[str, int]):
+        self.precision, self.need, self.smaller = precision, need, dict(smaller)
+        super().__init__(self.describe())
+
+    def holds(self, free: int | None = None) -> bool:
+        """Whether the pair would still not fit (the memory read now unless `free` is given)."""
+        return self.need > (available_memory() if free is None else free)
+
+    def describe(self, free: int | None = None) -> str:
+        """The refusal in one line, naming what is needed, what is available now and the smaller choice."""
+        free = available_memory() if free is None else free
+        fits = [(name, size) for name, size in self.smaller.items() if size <= free]
+        if fits:
+            name, size = fits[0]
+            advice = f"choose precision {name} (about {size / 2**30:.1f} GiB: --precision {name}, or the sidebar)"
+        else:
+            advice = "close other programs first (no smaller precision fits either)"
+        return (
+            f"Loading this pair in {self.precision} needs about {self.need / 2**30:.1f} GiB of memory and "
+            f"{free / 2**30:.1f} GiB is available now: {advice}."
+        )
+
+
 def check_memory(configs: dict[str, Any], precision: Precision, quantize: bool, allow_code: bool) -> int:
-    """Refuse a load that would not fit, in one line naming both numbers and the smaller choice; return the need."""
+    """Refuse a load that would not fit (MemoryRefusal: one line naming both numbers and the smaller choice); return
+    the need. The memory available is read at the check, and again whenever the refusal is shown."""
     counts = pair_counts(configs, allow_code)
-    need, free = pair_footprint(counts, precision, quantize), available_memory()
-    if need <= free:
-        return need
-    smaller = [
-        (name, pair_footprint(counts, PRECISIONS[name], quantize))
+    smaller = {
+        name: pair_footprint(counts, PRECISIONS[name], quantize)
         for name in ("bf16", "int8")
         if PRECISIONS[name].bytes_per_weight < precision.bytes_per_weight
-    ]
-    fits = [(name, size) for name, size in smaller if size <= free]
-    if fits:
-        name, size = fits[0]
-        advice = f"choose precision {name} (about {size / 2**30:.1f} GiB: --precision {name}, or the sidebar)"
-    else:
-        advice = "close other programs first (no smaller precision fits either)"
-    raise ModelLoadError(
-        f"Loading this pair in {precision.name} needs about {need / 2**30:.1f} GiB of memory and "
-        f"{free / 2**30:.1f} GiB is available: {advice}."
-    )
+    }
+    refusal = MemoryRefusal(precision.name, pair_footprint(counts, precision, quantize), smaller)
+    if refusal.holds():
+        raise refusal
+    return refusal.need

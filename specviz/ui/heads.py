@@ -15,7 +15,8 @@ from specviz.drafters.heads_file import cached_report, heads_path, save_heads, t
 from specviz.drafters.heads_report import DATA, RECORDED, ReportError, check_report, load_report
 from specviz.runs import Cancelled, exclusive
 from specviz.serving.budgets import TRAINING, stated, training_refusal
-from specviz.serving.jobs import PAIRS, Job
+from specviz.serving.jobs import Job
+from specviz.serving.pairs import PAIRS
 from specviz.training.train import TrainSettings, TrainStep
 
 from .pair import pair_override

@@ -25,7 +25,8 @@ from specviz.decoding.config import SpecConfig
 from specviz.lessons.lab import short
 from specviz.runs import exclusive
 from specviz.serving import budgets
-from specviz.serving.jobs import PAIRS, Job
+from specviz.serving.jobs import Job
+from specviz.serving.pairs import PAIRS
 
 from .files import ASSETS
 from .pair import pair_override

@@ -21,7 +21,8 @@ from specviz.lessons import lab
 from specviz.markup import code
 from specviz.runs import Cancelled, PromptError, check_length, encode, run_trace
 from specviz.serving import budgets
-from specviz.serving.jobs import Job, Lease, describe_error, start_job
+from specviz.serving.jobs import Job, describe_error, start_job
+from specviz.serving.pairs import Lease
 from specviz.traces.trace import Trace
 
 from .pair import require_pair

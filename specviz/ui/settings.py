@@ -17,8 +17,9 @@ from specviz.drafters.heads_file import cached_report
 from specviz.models.fastpath import native_bfloat16
 from specviz.models.loading import BUILTIN, PairSpec
 from specviz.models.precision import auto_reason
-from specviz.serving.jobs import PAIRS
+from specviz.serving.pairs import PAIRS
 
+from .owner import SWITCH_NOTE, OwnerChoice, choice_here, ignored_note, offered, owner_note
 from .pair import pair_override, pair_status
 from .server import custom_models_allowed, custom_models_note, remote_code_note, session_learning, sharing_note
 from .state import Settings, key, shared
@@ -37,6 +38,7 @@ PRESET_HELP = (
     "Qwen/Qwen2.5-0.5B-Instruct, meta-llama/Llama-3.1-8B-Instruct ← meta-llama/Llama-3.2-1B-Instruct, "
     "openai-community/gpt2-xl ← distilbert/distilgpt2."
 )
+PRESETS_HELD = [pair for pair in PRESETS.values() if pair is not None]  # what an exposed server's owner may name
 MAX_UI_SEED = (1 << 53) - 1  # the largest integer a browser number box holds exactly
 QUANTIZE = {"auto (int8 on CPU)": None, "on (int8)": True, "off": False}
 PRECISIONS = {
@@ -141,9 +143,26 @@ def _read_config() -> tuple[SpecConfig | None, str | None]:
         return None, str(exc)
 
 
+def _offer(owner: OwnerChoice | None) -> tuple[list[str], list[str]]:
+    """The pairs and precisions this server offers: all on a loopback server; on an exposed one its owner's (and the
+    custom entry, locked unless allowed), with the server's device and quantization. A value outside them, left from
+    before or forged into the session, becomes the first offered, so no widget names a pair the server lacks."""
+    if owner is None:
+        return list(PRESETS), list(PRECISIONS)
+    presets = offered(PRESETS, owner.pairs, [label for label, pair in PRESETS.items() if pair is None])
+    precisions = offered(PRECISIONS, owner.precisions)
+    for name, options in (("preset", presets), ("precision", precisions)):
+        if st.session_state[cfg(name)] not in options:
+            st.session_state[cfg(name)] = options[0]
+    st.session_state[cfg("device")], st.session_state[cfg("quantize")] = DEFAULTS["device"], DEFAULTS["quantize"]
+    return presets, precisions
+
+
 def _pair_section() -> PairSpec | None:
     st.markdown("### Model pair")
-    st.selectbox("Target (p) ← draft (q)", list(PRESETS), key=cfg("preset"), help=PRESET_HELP)
+    owner = choice_here(PRESETS_HELD)
+    presets, precisions = _offer(owner)
+    st.selectbox("Target (p) ← draft (q)", presets, key=cfg("preset"), help=PRESET_HELP)
     custom = PRESETS[_value("preset")] is None
     if custom and not custom_models_allowed():
         st.warning(custom_models_note(), icon=":material/lock:")
@@ -159,18 +178,17 @@ def _pair_section() -> PairSpec | None:
             placeholder="e.g. Qwen/Qwen2.5-0.5B-Instruct",
         )
         st.button("Load this pair", on_click=_apply_custom, key=cfg("apply"), width="stretch")
-    st.selectbox("Precision of the weights", list(PRECISIONS), key=cfg("precision"), help=PRECISION_HELP)
+    st.selectbox("Precision of the weights", precisions, key=cfg("precision"), help=PRECISION_HELP)
     if PRECISIONS[_value("precision")] == "auto":
         st.caption(auto_reason(native_bfloat16(torch.device("cpu"))))
+    if owner is not None:
+        st.caption(owner_note(owner))
+        ignored = ignored_note(owner, PRESETS_HELD)
+        if ignored:
+            st.warning(ignored)
     with st.expander("Device and loading", expanded=False):
-        st.selectbox("Device", ["auto", "cpu", "cuda", "mps"], key=cfg("device"))
-        st.selectbox(
-            "Quantize the draft",
-            list(QUANTIZE),
-            key=cfg("quantize"),
-            help="int8 dynamic quantization of the draft's Linear layers makes drafting much cheaper "
-            "on CPU. It changes q, never p: the output stays exactly the target's.",
-        )
+        if owner is None:
+            _device_controls()
         st.caption(remote_code_note())
         st.caption(custom_models_note())
         st.caption(sharing_note())
@@ -178,8 +196,21 @@ def _pair_section() -> PairSpec | None:
     if spec is None and custom_models_allowed():
         st.info("Type a target model id or path and press **Load this pair**.")
     elif spec is not None:
-        pair_status(spec)
+        pair_status(spec, owner.specs() if owner is not None else None)
     return spec
+
+
+def _device_controls() -> None:
+    """A loopback server's device and quantization (an exposed server's are its own)."""
+    st.selectbox("Device", ["auto", "cpu", "cuda", "mps"], key=cfg("device"))
+    st.selectbox(
+        "Quantize the draft",
+        list(QUANTIZE),
+        key=cfg("quantize"),
+        help="int8 dynamic quantization of the draft's Linear layers makes drafting much cheaper "
+        "on CPU. It changes q, never p: the output stays exactly the target's.",
+    )
+    st.caption(SWITCH_NOTE)
 
 
 DRAFTER_HELP_END = " Train the heads on the Heads page; the Learning page shows the controller learning."

@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,9 +36,9 @@ def home_page(url: str) -> Iterator:
 
 
 @contextmanager
-def served(folder: Path, env_extra: dict[str, str], address: str = "localhost") -> Iterator[str]:
+def served_process(folder: Path, env_extra: dict[str, str], address: str = "localhost") -> Iterator[tuple[str, Any]]:
     """`streamlit run app.py` on a free port (its log in `folder`), listening on `address` (0.0.0.0: as an
-    exposed server); yields its localhost URL."""
+    exposed server); yields its localhost URL and its process."""
     if chromium_path() is None:
         pytest.skip("no chromium executable (apt-get install chromium)")
     port = free_port()
@@ -49,9 +50,16 @@ def served(folder: Path, env_extra: dict[str, str], address: str = "localhost") 
     except AppStartError as exc:
         pytest.fail(str(exc))
     try:
-        yield f"http://localhost:{port}/"
+        yield f"http://localhost:{port}/", process
     finally:
         stop_app(process)
+
+
+@contextmanager
+def served(folder: Path, env_extra: dict[str, str], address: str = "localhost") -> Iterator[str]:
+    """served_process's URL alone."""
+    with served_process(folder, env_extra, address) as (url, _):
+        yield url
 
 
 def set_max_new_tokens(page, count: int) -> None:
