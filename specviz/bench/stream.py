@@ -11,7 +11,6 @@ and ours: mean accepted tokens per round (accepted / rounds) and the speed-up ov
 from __future__ import annotations
 
 import copy
-import json
 import statistics
 import threading
 import time
@@ -29,7 +28,7 @@ from specviz.drafters.traffic import controller_memory, restore_controller_memor
 from specviz.runs import encode, speculative_generate
 from specviz.traces.trace import RoundEvent
 
-from .stream_file import Request, StreamError, load_stream  # noqa: F401 - read strictly there; re-exported
+from .stream_file import Request, StreamError, load_stream, read_stream_result  # noqa: F401 - read strictly there; re-exported
 
 MODEL, TRAFFIC = ALONE  # the two drafters the controller chooses between, each run alone
 DRAFTERS = (*ALONE, CONTROLLER)  # the keys of a request's row, in its order
@@ -212,19 +211,10 @@ def run_stream(
 
 
 def load_stream_result(path: str | Path) -> dict[str, Any]:
-    """A result bench --stream wrote (the Learning page shows the shipped one); StreamError if it is not one."""
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise StreamError(f"cannot read the stream result {path}: {exc}") from None
-    rows = doc.get("requests") if isinstance(doc, dict) else None
-    if (
-        not isinstance(rows, list)
-        or not rows
-        or not all(isinstance(r, dict) and set(DRAFTERS) <= r.keys() for r in rows)
-    ):
-        raise StreamError(f"{path} is not a stream result of bench --stream")
-    doc["summary"] = summarize(rows)
+    """A result bench --stream wrote (the Learning page shows the shipped one), read by stream_file.StreamResult;
+    StreamError in one line if it is not one."""
+    doc = read_stream_result(path)
+    doc["summary"] = summarize(doc["requests"])
     return doc
 
 

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import ValidationError
+from pydantic import ConfigDict, Field, ValidationError, create_model
 
+from specviz.drafters import ALONE, CONTROLLER
 from specviz.errors import UserError, refusal
 from specviz.runs import MAX_PROMPT_CHARS, PromptError, check_length
-from specviz.traces.check import Fields, Many, Str, parse_json
-from specviz.traces.refused import Refused
+from specviz.traces.check import Fields, Float, Int, Many, Str, read_file, read_model
 
 MAX_STREAM_BYTES = 4 * 2**20  # the shipped stream is 16 kB
 MAX_REQUESTS = 1000
@@ -44,16 +44,9 @@ class StreamFile(Fields):
 
 def _read(path: str | Path) -> Any:
     try:
-        with Path(path).open("rb") as f:
-            data = f.read(MAX_STREAM_BYTES + 1)
-    except OSError as exc:
-        raise StreamError(f"cannot read the stream {path}: {exc.strerror or exc}") from None
-    if len(data) > MAX_STREAM_BYTES:
-        raise StreamError(f"{path}: over {MAX_STREAM_BYTES >> 20} MB, the most a stream file may hold")
-    try:
-        return parse_json(data)
-    except Refused as exc:
-        raise StreamError(f"{path}: {str(exc).replace('trace file', 'stream file')}") from None
+        return read_file(path, StreamError, "a stream file", MAX_STREAM_BYTES)
+    except FileNotFoundError:
+        raise StreamError(f"cannot read the stream {path}: no such file") from None
 
 
 def _prompt_file(path: str | Path, body: dict, first: int | None) -> list[Request]:
@@ -91,3 +84,77 @@ def load_stream(path: str | Path, first: int | None = None) -> tuple[str, list[R
         except PromptError as exc:
             raise StreamError(f"{path}: request {i + 1} of {len(requests)}: {exc}") from None
     return name, requests
+
+
+# --- a result bench --stream wrote (its --json file; the Learning page's recordings) --------------------------------
+
+MAX_RESULT_BYTES = 8 * 2**20  # the shipped results are under 100 kB
+_COUNT = Int(0, 10**9)
+_RATE = Float(0.0, 1.0)
+_AMOUNT = Float(0.0, 1e9)  # seconds, tokens per second, a speed-up, tokens per round
+
+
+class _Open(Fields):
+    """Fields checked as typed; fields a later bench adds are kept, unread."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class DrafterRun(_Open):
+    """One drafter's run of one request (stream.acceptance_metrics and the timings run_request adds)."""
+
+    rounds: _COUNT
+    drafts: _COUNT
+    drafted: _COUNT
+    accepted: _COUNT
+    acceptance_rate: _RATE
+    mean_acceptance_length: _AMOUNT
+    per_position_acceptance_rate: Many(_RATE, 64, read_as=list)
+    mean_accepted_per_round: _AMOUNT
+    sources: Annotated[dict[Str(MAX_NAME_CHARS), _COUNT], Field(max_length=16)]
+    tokens_per_second: _AMOUNT
+    speedup: _AMOUNT
+    repeat_speedups: Many(_AMOUNT, MAX_REQUESTS, read_as=list) = []
+    seconds: _AMOUNT = 0.0  # absent in results written before the field (then unset: left out again)
+    choice_seconds: _AMOUNT = 0.0
+
+
+class _Timing(Fields):
+    tokens_per_second: _AMOUNT
+    seconds: _AMOUNT
+
+
+class _Store(Fields):
+    requests: _COUNT
+    tokens: _COUNT
+    hit_rate: _RATE
+
+
+class _Row(_Open):
+    index: _COUNT
+    phase: Str(MAX_NAME_CHARS)
+    prompt_tokens: _COUNT
+    new_tokens: _COUNT
+    repeats: Int(1, MAX_REQUESTS) = 1
+    baseline: _Timing
+    store: _Store
+    controller_over_model_paired: _AMOUNT = 0.0
+    controller_same_rounds: bool = False
+
+
+# a request's row holds one DrafterRun under each drafter's name: the controller and the two it chooses between
+StreamRow = create_model("StreamRow", __base__=_Row, **{name: (DrafterRun, ...) for name in (*ALONE, CONTROLLER)})
+
+
+class StreamResult(_Open):
+    requests: Many(StreamRow, MAX_REQUESTS, min_len=1, read_as=list)
+
+
+def read_stream_result(path: str | Path) -> dict[str, Any]:
+    """A result bench --stream wrote, every row checked (StreamResult); StreamError in one line naming the field.
+    As a dict of what the file held (fields it left out stay out), for the readers of the shipped results."""
+    try:
+        result = read_model(path, StreamResult, StreamError, "a stream result", MAX_RESULT_BYTES)
+    except FileNotFoundError:
+        raise StreamError(f"no stream result at {path}") from None
+    return result.model_dump(exclude_unset=True)

@@ -25,8 +25,11 @@ from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
-from specviz.errors import UserError
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
+
+from specviz.errors import UserError, refusal
 
 KEY = 2  # tokens of the index's key: matches shorter than this are not used
 MAX_MATCH = 24  # longest suffix matched (vLLM's suffix_decoding_max_tree_depth is 24)
@@ -257,28 +260,47 @@ class TrafficFileError(UserError, ValueError):
     """A saved traffic store that save did not write (damaged, or made by hand)."""
 
 
+class SavedStore(BaseModel):
+    """save's JSON: its format, and the requests' token ids within the store's caps and the vocabulary (the
+    validation's context: {"requests", "tokens", "vocab"})."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+    format: Literal["specviz-traffic"]
+    sequences: list[list[int]]
+
+    @field_validator("sequences")
+    @classmethod
+    def _within(cls, sequences: list[list[int]], info: ValidationInfo) -> list[list[int]]:
+        limits = info.context
+        if len(sequences) > limits["requests"]:
+            raise ValueError(f"at most {limits['requests']} sequences")
+        if sum(map(len, sequences)) > limits["tokens"]:
+            raise ValueError(f"at most {limits['tokens']:,} tokens in all")
+        for i, seq in enumerate(sequences):
+            if (bad := next((t for t in seq if not 0 <= t < limits["vocab"]), None)) is not None:
+                raise ValueError(f"sequence {i} holds {bad}, not a token id below {limits['vocab']}")
+        return sequences
+
+
 def _checked(data: bytes, max_requests: int, max_tokens: int, vocab: int) -> list[list[int]]:
-    """save's JSON, every part checked, before anything joins a store."""
-
-    def expect(ok: bool, why: str) -> None:
-        if not ok:
-            raise TrafficFileError(f"not a traffic store file: {why}")
-
-    expect(len(data) <= MAX_FILE_BYTES, f"it is over {MAX_FILE_BYTES >> 20} MB")
+    """save's JSON, read by SavedStore, before anything joins a store."""
+    if len(data) > MAX_FILE_BYTES:
+        raise TrafficFileError(f"not a traffic store file: it is over {MAX_FILE_BYTES >> 20} MB")
     try:
         body = json.loads(data)
     except RecursionError:
         raise TrafficFileError("not a traffic store file: the JSON is nested too deeply") from None
     except ValueError as exc:  # not JSON, not UTF-8, or an integer past int()'s digit limit
         raise TrafficFileError(f"not a traffic store file: {str(exc)[:120]}") from None
-    expect(isinstance(body, dict) and set(body) == {"format", "sequences"}, "expected the fields format, sequences")
-    expect(body["format"] == FORMAT, f"format must be {FORMAT!r}")
-    sequences = body["sequences"]
-    expect(isinstance(sequences, list), "sequences must be a list of token-id lists")  # not "at most 256" for "x"
-    expect(len(sequences) <= max_requests, f"at most {max_requests} sequences")
-    expect(all(isinstance(seq, list) for seq in sequences), "each sequence must be a list of token ids")
-    expect(sum(map(len, sequences)) <= max_tokens, f"at most {max_tokens:,} tokens in all")
-    for i, seq in enumerate(sequences):
-        bad = next((t for t in seq if type(t) is not int or not 0 <= t < vocab), None)
-        expect(bad is None, f"sequences[{i}] holds {str(bad)[:20]!r}, not a token id below {vocab}")
-    return sequences
+    limits = {"requests": max_requests, "tokens": max_tokens, "vocab": vocab}
+    try:
+        return SavedStore.model_validate(body, context=limits).sequences
+    except ValidationError as exc:
+        token = f"{{where}} holds {{got}}, not a token id below {vocab}"
+        words = {
+            "the file": "an object with the fields format, sequences",
+            "sequences": "a list of token-id lists",  # not "at most 256 sequences" for "x"
+            "sequences[]": "a list of token ids",
+            "int_type": token,
+        }
+        raise TrafficFileError(f"not a traffic store file: {refusal(exc, SavedStore, 'the file', words)}") from None

@@ -9,7 +9,6 @@ ordered list of experiment ids across pages. The numbers quoted are the built-in
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from specviz import ASSETS
@@ -18,6 +17,7 @@ from specviz.drafters.medusa import MedusaDrafter
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.ngram import NgramDrafter
 from specviz.lessons import side_channel as side
+from specviz.lessons.prompts import read_prompts
 
 PROMPTS_FILE = ASSETS / "prompts.json"
 MODEL, NGRAM, MEDUSA, EAGLE = (cls.name for cls in (ModelDrafter, NgramDrafter, MedusaDrafter, EagleDrafter))
@@ -44,8 +44,9 @@ PAGE_TITLES = {
 
 
 def _example(category: str, index: int = 0) -> str:
-    """An example prompt of assets/prompts.json, so that an experiment's prompt is one the picker offers."""
-    return json.loads(PROMPTS_FILE.read_text(encoding="utf-8"))[category][index]
+    """An example prompt of assets/prompts.json (read by the picker's own checked reader), so that an experiment's
+    prompt is one the picker offers."""
+    return read_prompts(PROMPTS_FILE)[category][index]
 
 
 CODE = _example("code")

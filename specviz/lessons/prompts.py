@@ -1,16 +1,36 @@
-"""The example prompts in assets/prompts.json: {"category": ["prompt", ...]}, shared by the app and the bench."""
+"""The example prompts in assets/prompts.json: {"category": ["prompt", ...]}, shared by the app and the bench; a
+prompt file is read by a pydantic type (PromptFile), whatever its path."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field
 
 from specviz import ASSETS
 from specviz.decoding.config import ConfigError
-from specviz.runs import PromptError, check_length
+from specviz.runs import MAX_PROMPT_CHARS, PromptError, check_length
+from specviz.traces.check import Many, Str, read_model
 
 DEFAULT_PROMPTS = ASSETS / "prompts.json"
+MAX_CATEGORIES = 64
+MAX_PER_CATEGORY = 1000
+MAX_BYTES = 4 * 2**20
+# {"category": ["prompt", ...]}: a short name for each list of prompts, each prompt within runs.py's characters
+PromptFile = Annotated[
+    dict[Str(200), Many(Str(MAX_PROMPT_CHARS), MAX_PER_CATEGORY, read_as=list)], Field(max_length=MAX_CATEGORIES)
+]
+WORDS = {"the file": '{"category": ["prompt", ...]}'}
+
+
+def read_prompts(path: str | Path = DEFAULT_PROMPTS) -> dict[str, list[str]]:
+    """Every category of a prompt file, checked (ConfigError in one line naming the field; FileNotFoundError)."""
+    try:
+        return read_model(path, PromptFile, ConfigError, "a prompt file", MAX_BYTES, WORDS)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no prompt file at {path}") from None
 
 
 def load_prompts(
@@ -18,16 +38,7 @@ def load_prompts(
 ) -> dict[str, list[str]]:
     """{"category": [prompt, ...]} from a JSON file, restricted to categories (in that order)."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FileNotFoundError(f"no prompt file at {path}") from None
-    except (OSError, ValueError, RecursionError) as exc:
-        raise ConfigError(f"cannot read the prompts in {path}: {exc}") from None
-    if not isinstance(data, dict) or not all(
-        isinstance(v, list) and all(isinstance(p, str) for p in v) for v in data.values()
-    ):
-        raise ConfigError(f'{path} must hold {{"category": ["prompt", ...]}}')
+    data = read_prompts(path)
     wanted = list(categories) if categories else list(data)
     unknown = [c for c in wanted if c not in data]
     if unknown:

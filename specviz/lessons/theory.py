@@ -7,14 +7,17 @@ g = gamma (draft length), c = cost ratio (one draft step / one target step).
 
 from __future__ import annotations
 
-import json
-import math
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import ConfigDict, Field
 
 from specviz.decoding.costs import expected_tokens, speedup
 from specviz.decoding.costs import measured_speedup as measured_speedup_prediction
+from specviz.errors import UserError
+from specviz.traces.check import MAX_SECONDS, Fields, Many, Str, read_model
 
 __all__ = ["expected_tokens", "measured_speedup_prediction", "speedup"]  # the one cost model's, named as Theory says
 
@@ -98,27 +101,36 @@ def measured_cost_ratio(curve: dict) -> float | None:
     return draft / curve["target_step_seconds"] if draft is not None else None
 
 
-def _positive(x: object) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+class CurveError(UserError, ValueError):
+    """A file that is not a verify-cost curve the benchmark wrote."""
+
+
+_Seconds = Annotated[float, Field(gt=0, le=MAX_SECONDS)]  # a time the formulas divide by: positive and finite
+
+
+class VerifyCurve(Fields):
+    """What the formulas and the pages read of a curve (bench/curve.py writes more: kept, unchecked and unread)."""
+
+    model_config = ConfigDict(extra="allow")
+    format: Literal["specviz-verify-curve"]
+    target_seconds: Many(_Seconds, 1024, min_len=1, read_as=list)  # t_verify(g), g = 0, 1, ...
+    target_step_seconds: _Seconds
+    draft_step_seconds: _Seconds | None = None  # None: the curve timed no draft
+    device_name: Str(200) = ""
+    dtype: Str(40) = ""
+    measured_at: Str(40) = ""
+
+
+def read_verify_curve(path: str | os.PathLike[str]) -> dict:
+    """A verify-cost curve saved by the benchmark, checked (VerifyCurve) so that the formulas above can trust its
+    times; CurveError in one line naming the field, FileNotFoundError if there is none."""
+    curve = read_model(Path(path), VerifyCurve, CurveError, "a verify-cost curve", 2**20)
+    return curve.model_dump()
 
 
 def load_verify_curve(path: str | os.PathLike[str]) -> dict | None:
-    """A verify-cost curve saved by the benchmark, or None if there is none (or it is not one).
-    Checked here, once, so that the formulas above can trust its times: positive, finite numbers."""
+    """read_verify_curve, or None if there is none or it is not one (the pages list the names of those)."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return read_verify_curve(path)
+    except (OSError, CurveError):
         return None
-    if not isinstance(data, dict) or data.get("format") != "specviz-verify-curve":
-        return None
-    times = data.get("target_seconds")
-    draft = data.get("draft_step_seconds")
-    if (
-        not isinstance(times, list)
-        or not times
-        or not all(_positive(t) for t in times)
-        or not _positive(data.get("target_step_seconds"))
-        or not (draft is None or _positive(draft))
-    ):
-        return None
-    return data

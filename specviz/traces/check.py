@@ -12,14 +12,25 @@ import json
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import MISSING, fields
+from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, GetPydanticSchema, create_model
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetPydanticSchema,
+    TypeAdapter,
+    ValidationError,
+    create_model,
+)
 from pydantic_core import core_schema
 
 from specviz.decoding.config import GAMMA_LIMIT, MAX_NEW_TOKENS_LIMIT, RECORD_TOP_LIMIT
 from specviz.decoding.events import RoundEvent, RunSummary, Trace
 from specviz.drafters import drafter_class, model_drafted
+from specviz.errors import refusal
 
 from .refused import Refused, expect, show
 from .tree import off_chain
@@ -88,6 +99,44 @@ def parse_json(data: str | bytes) -> Any:
         raise Refused("not a usable trace file: the JSON is nested too deeply") from None
     except MemoryError:
         raise Refused("not a usable trace file: it is too large to read") from None
+
+
+def read_file(path: str | Path, error: type[Exception], what: str, max_bytes: int = MAX_FILE_BYTES) -> Any:
+    """The JSON of a file anyone may have made, bounded as a trace's is (parse_json), at most max_bytes read; else
+    `error` in one line that names the file. `what` names the kind of file in the messages ("a stream file")."""
+    try:
+        with Path(path).open("rb") as f:
+            data = f.read(max_bytes + 1)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise error(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    if len(data) > max_bytes:
+        size = f"{max_bytes >> 20} MB" if max_bytes >= 2**20 else f"{max_bytes >> 10} kB"
+        raise error(f"{path}: over {size}, the most {what} may hold")
+    try:
+        return parse_json(data)
+    except Refused as exc:
+        raise error(f"{path}: {str(exc).replace('a usable trace file', what).replace('trace', 'file')}") from None
+
+
+def read_model(
+    path: str | Path,
+    model: Any,
+    error: type[Exception],
+    what: str,
+    max_bytes: int = MAX_FILE_BYTES,
+    words: dict[str, str] | None = None,
+) -> Any:
+    """A file anyone may have made, read into `model` (a pydantic model, or any type pydantic reads): bounded JSON
+    (read_file), then every field of its type and range; else `error` in one line naming the file and the field
+    (errors.refusal, with a reader's own `words`). A missing file is a FileNotFoundError."""
+    body = read_file(path, error, what, max_bytes)
+    try:
+        return TypeAdapter(model).validate_python(body)
+    except ValidationError as exc:
+        words = {"the file": f"{what} (a JSON object)", **(words or {})}  # a list or a number where the object goes
+        raise error(f"{path}: {refusal(exc, model, 'the file', words)}") from None
 
 
 # --- typed fields -----------------------------------------------------------------------------------------
