@@ -39,6 +39,18 @@ def live_origin(engine: str, url: str, every: float, scrapes: int) -> str:
     )
 
 
+def series_words(series: str, others: tuple[str, ...]) -> str:
+    """Which series of counters the numbers are (its labels), and the others the endpoint publishes."""
+    shown = f"Counters of {md(series, 200)}" if series else "Counters without labels"
+    if not others:
+        return shown + "."
+    rest = ", ".join(md(o, 120) for o in others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+    return (
+        f"{shown} (the series that had drafted most when the page first read it); the endpoint also publishes "
+        f"{rest}, not added in."
+    )
+
+
 def _rate(x: float | None, spec: str) -> str:
     return "—" if x is None else format(x, spec)
 
@@ -52,7 +64,7 @@ def window_row(label: str, window: Window | None) -> dict[str, str]:
     drafted, accepted = window.per_second(m.draft_tokens), window.per_second(m.accepted_tokens)
     restarts = f" ({window.restarts} restart{'' if window.restarts == 1 else 's'})" if window.restarts else ""
     return {
-        "over": f"{label}: {window.seconds:,.0f} s{restarts}",
+        "over": (f"{label}: {window.seconds:,.0f} s" if window.seconds > 0 else label) + restarts,
         "acceptance rate": _rate(m.acceptance_rate, ".1%"),
         "mean acceptance length": _rate(m.mean_acceptance_length, ".2f"),
         "drafted tokens / s": _rate(drafted, ",.1f"),

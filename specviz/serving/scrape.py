@@ -69,14 +69,14 @@ def _opener() -> urllib.request.OpenerDirector:
     return urllib.request.build_opener(urllib.request.ProxyHandler({}), _SameHost())
 
 
-def _body(response, deadline: float, limit: int) -> bytes:  # noqa: ANN001 - an http.client.HTTPResponse
+def _body(response, started: float, timeout: float, limit: int) -> bytes:  # noqa: ANN001 - an http.client.HTTPResponse
     """The body, read a chunk at a time (read1: whatever one receive gives), within the deadline and the limit. A
     stalled body is cut by the socket's own timeout (set when it opened), a slow trickle by the deadline."""
-    chunks, size = [], 0
+    chunks, size, deadline = [], 0, started + timeout
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
-            raise ScrapeError(f"the endpoint took longer than {TIMEOUT:g} s to send its metrics")
+            raise ScrapeError(f"the endpoint took longer than {timeout:g} s to send its metrics")
         chunk = response.read1(CHUNK)
         if not chunk:
             return b"".join(chunks)
@@ -98,15 +98,18 @@ def _content_type(response) -> tuple[str, bool]:  # noqa: ANN001
     return response.headers.get_content_charset() or "utf-8", kind == "application/openmetrics-text"
 
 
-def fetch_text(url: str, timeout: float = TIMEOUT, limit: int = MAX_BYTES) -> tuple[str, bool]:
-    """(text, whether it is OpenMetrics) of an endpoint; ScrapeError, one line, for anything else."""
+def fetch_text(url: str, timeout: float | None = None, limit: int | None = None) -> tuple[str, bool]:
+    """(text, whether it is OpenMetrics) of an endpoint; ScrapeError, one line, for anything else. The caps are
+    TIMEOUT and MAX_BYTES unless given."""
     url = check_url(url)
-    deadline = time.monotonic() + timeout
+    timeout = TIMEOUT if timeout is None else timeout
+    started = time.monotonic()
+    limit = MAX_BYTES if limit is None else limit
     request = urllib.request.Request(url, headers={"Accept": ACCEPT, "User-Agent": "specviz"})
     try:
         with _opener().open(request, timeout=timeout) as response:
             charset, openmetrics = _content_type(response)
-            body = _body(response, deadline, limit)
+            body = _body(response, started, timeout, limit)
     except ScrapeError:
         raise
     except urllib.error.HTTPError as exc:
@@ -136,7 +139,7 @@ def _unreachable(reason: object, url: str, timeout: float) -> str:
     return f"the endpoint could not be reached ({str(reason)[:120]})"
 
 
-def scrape(url: str, prefer: str | None = None, timeout: float = TIMEOUT, limit: int = MAX_BYTES) -> Scrape:
+def scrape(url: str, prefer: str | None = None, timeout: float | None = None, limit: int | None = None) -> Scrape:
     """One reading of an endpoint, timed now (time.monotonic), of the series `prefer` where it is there;
     ScrapeError or ServerMetricsError, one line."""
     text, openmetrics = fetch_text(url, timeout, limit)

@@ -143,6 +143,7 @@ def show(history: History, rows: list[dict[str, str]], curve: dict | None = None
             col.metric(f"{name} (SGLang's)", f"{value:.1%}" if "rate" in name else f"{value:.2f}")
         return
     st.dataframe(rows, hide_index=True, width="stretch")
+    st.caption(words.series_words(latest.series, latest.others))
     lifetime = history.lifetime()
     metrics = lifetime.metrics() if lifetime is not None else None
     if metrics is None or not metrics.accepted_per_position:
