@@ -8,6 +8,7 @@ import logging
 import streamlit as st
 
 from specviz import markup, ui
+from specviz.lessons import experiments
 
 st.set_page_config(
     page_title="specviz · speculative decoding, step by step",
@@ -17,16 +18,8 @@ st.set_page_config(
 )
 ui.inject_css()
 
-PAGES = [
-    st.Page("pages/step_through.py", title="Step through", icon=":material/footprint:", default=True),
-    st.Page("pages/race.py", title="Race", icon=":material/sports_score:"),
-    st.Page("pages/theory.py", title="Theory", icon=":material/functions:"),
-    st.Page("pages/acceptance_lab.py", title="Acceptance lab", icon=":material/science:"),
-    st.Page("pages/lossless.py", title="Lossless", icon=":material/verified:"),
-    st.Page("pages/heads.py", title="Heads", icon=":material/hub:"),
-    st.Page("pages/learning.py", title="Learning", icon=":material/trending_up:"),
-    st.Page("pages/batching.py", title="Batching", icon=":material/stacks:"),
-    st.Page("pages/your_server.py", title="Your server", icon=":material/monitoring:"),
+PAGES = [  # the one table of pages (specviz/lessons/experiments.py), the first the home page
+    st.Page(p.path, title=p.title, icon=p.icon, default=i == 0) for i, p in enumerate(experiments.PAGES)
 ]
 page = st.navigation(PAGES)
 ui.sidebar()

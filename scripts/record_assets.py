@@ -31,14 +31,12 @@ from specviz.traces.trace import save_trace
 ROOT = Path(__file__).resolve().parent.parent
 PROMPTS = json.loads((ROOT / "assets" / "prompts.json").read_text(encoding="utf-8"))
 BASE = SpecConfig(gamma=5, max_new_tokens=32, record_top=10)  # the sidebar's defaults (specviz/ui/settings.py)
-FIELDS = {"confidence": "draft_confidence", "ngram": "ngram_size"}  # sidebar name -> SpecConfig field
 SCRIPT = "scripts/record_assets.py"
 ATTEMPTS = 3
 
 
 def config_of(experiment: experiments.Experiment) -> SpecConfig:
-    changes = {FIELDS.get(k[4:], k[4:]): v for k, v in experiment.settings if k.startswith("cfg.")}
-    config = replace(BASE, **changes)
+    config = replace(BASE, **experiment.config)  # the experiments name SpecConfig fields
     return replace(config, gamma_max=max(config.gamma_max, config.gamma)).validate()
 
 

@@ -67,7 +67,7 @@ def config_trace(**changes):
         ({}, 0.5, 2, 1.3, (("gamma", 2), ("schedule", "constant"))),  # 2. a shorter γ pays
         ({}, 0.2, 1, 0.7, (("schedule", "auto"),)),  # 3. nothing pays: auto
         ({"schedule": "auto"}, 0.2, 1, 0.7, (("drafter", "ngram"), ("schedule", "constant"))),  # ... auto ran: n-gram
-        ({}, 0.8, 6, 1.8, (("confidence", advice.CONFIDENCE_STOP),)),  # 4. it should have paid
+        ({}, 0.8, 6, 1.8, (("draft_confidence", advice.CONFIDENCE_STOP),)),  # 4. it should have paid
         ({"draft_confidence": 0.5}, 0.8, 6, 1.8, (("schedule", "adaptive"),)),  # ... a stop ran already
     ],
 )
@@ -113,14 +113,45 @@ def test_the_readme_counts_the_path_and_the_pages_as_they_are():
 
 
 def test_experiments_set_only_settings_that_exist():
-    from specviz.ui.settings import DEFAULTS
+    """A sidebar setting is named by its SpecConfig field, which the ui maps to a widget it shows; the rest are the
+    page's own widgets."""
+    from specviz.ui.settings import DEFAULTS, config_key
 
     for e in experiments.EXPERIMENTS:
         for name, value in e.settings:
-            page, _, widget = name.partition(".")
-            assert page in ("cfg", e.page), name
-            if page == "cfg":
-                assert widget in DEFAULTS and type(value) is type(DEFAULTS[widget]), name
+            if experiments.is_config(name):
+                widget = config_key(name).partition(".")[2]
+                assert type(value) is type(DEFAULTS[widget]), name
+            else:
+                assert name.partition(".")[0] == e.page, name
+
+
+def test_an_experiment_that_names_a_widget_key_of_the_sidebar_is_refused():
+    """The negative control of the test above: the sidebar's own keys ("cfg.gamma") are the ui's, not the lessons'."""
+    with pytest.raises(ValueError, match="'cfg.gamma' is neither a SpecConfig field nor this page's"):
+        experiments.Experiment("x", "step", "?", (("cfg.gamma", 5),), "", "")
+    with pytest.raises(ValueError, match="'race.prompt' is neither"):
+        experiments.Experiment("x", "step", "?", (("race.prompt", "p"),), "", "")
+    from specviz.ui.settings import config_key
+
+    with pytest.raises(KeyError, match="no widget for SpecConfig.record_top"):
+        config_key("record_top")
+
+
+def test_the_one_table_of_pages_is_the_apps_navigation_and_the_experiments_pages():
+    """app.py's navigation and the experiments read experiments.PAGES: every page file is in it once, by its title."""
+    import ast
+
+    app = ast.parse((ROOT / "app.py").read_text(encoding="utf-8"))
+    assert not [n.value for n in ast.walk(app) if isinstance(n, ast.Constant) and str(n.value).startswith("pages/")]
+    paths = [p.path for p in experiments.PAGES]
+    assert sorted(paths) == sorted(f"pages/{f.name}" for f in (ROOT / "pages").glob("*.py")) and len(set(paths)) == len(
+        paths
+    )
+    for page in experiments.PAGES:
+        source = (ROOT / page.path).read_text(encoding="utf-8")
+        assert not page.name or f'PAGE = "{page.name}"' in source, page  # its widgets' keys: "<name>.<widget>"
+    assert experiments.PAGE_TITLES == {p.name: p.title for p in experiments.PAGES if p.name}
 
 
 # --- the observations, on the built-in pair's recorded runs --------------------------------------------------
@@ -207,18 +238,17 @@ def test_the_learning_experiments_change_only_the_learning_page():
         assert all(name.startswith("learning.") for name, _ in e.settings), e.id
         assert e.values.get("learning.what") in (None, "mine"), e.id
     assert experiments.by_id("learning_bench").values["learning.what"] == "mine"
-    fields = {"confidence": "draft_confidence"}  # the recordings were made with these sidebar settings
     for name in ("inventory_drift", "bench_prompts_amx"):
         config = learning(name)["config"]
         for setting, value in experiments.LEARNING_RECORDED:
-            assert config[fields.get(setting[4:], setting[4:])] == value, (name, setting)
+            assert config[setting] == value, (name, setting)
 
 
 def test_set_it_says_what_it_changes_and_where():
     """The button's words name every setting it sets, the sidebar's (every page) apart from the page's own."""
     for e in experiments.EXPERIMENTS:
         words = experiments.changes_words(e)
-        sidebar = [name for name, _ in e.settings if name.startswith("cfg.")]
+        sidebar = list(e.config)
         assert ("in the sidebar, for every page" in words) == bool(sidebar), e.id
         assert words.count("=") == len(e.settings), (e.id, words)
     assert experiments.changes_words(experiments.by_id("heads_medusa_k")) == (

@@ -15,12 +15,11 @@ from streamlit.testing.v1 import AppTest
 
 from specviz.lessons import advice, experiments
 from specviz.traces.trace import load_trace
+from specviz.ui.settings import widget_values
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 SLOW_TRACE = ROOT / "tests" / "data" / "tiny_trace.json"  # the tiny pair's run: slower than plain decoding
-
-FIELDS = {"confidence": "draft_confidence", "ngram": "ngram_size"}  # sidebar name -> SpecConfig field where they differ
 
 
 def start(monkeypatch, traces: Path) -> AppTest:
@@ -79,7 +78,7 @@ def test_a_slow_recorded_run_carries_its_explanation_and_the_suggested_rerun(mon
     rerun = at.session_state["state.step"].trace
     assert rerun.prompt == trace.prompt and rerun.baseline_summary is not None
     for name, value in slow.suggestion.settings:
-        assert getattr(rerun.config, FIELDS.get(name, name)) == value
+        assert getattr(rerun.config, name) == value
 
 
 def test_a_fast_run_has_no_slow_explanation(monkeypatch, tmp_path):
@@ -99,7 +98,7 @@ def test_each_experiment_button_sets_its_settings(monkeypatch, tmp_path, experim
     assert experiment.observe not in markdown_of(at) + "".join(s.value for s in at.success)
     at.button(key=f"{experiment.page}.exp_{experiment.id}").click().run()
     assert not at.exception, at.exception
-    for name, value in experiment.settings:
+    for name, value in widget_values(experiment.values).items():  # a SpecConfig field: its sidebar widget's key
         assert at.session_state[name] == value, name
     state = at.session_state[f"state.{experiment.page}"]
     assert state.experiment == experiment.id
@@ -111,9 +110,8 @@ def test_each_experiment_button_sets_its_settings(monkeypatch, tmp_path, experim
         )
         runs = [t for t in runs if t is not None]  # Learning's rows are no traces (and it sets no sidebar setting)
         for trace in runs:  # the run itself used the sidebar's settings the button set
-            for name, value in experiment.settings:
-                if name.startswith("cfg."):
-                    assert getattr(trace.config, FIELDS.get(name[4:], name[4:])) == value, name
+            for name, value in experiment.config.items():
+                assert getattr(trace.config, name) == value, name
     answers = "".join(s.value for s in at.success)
     assert experiment.observe in answers and experiment.reason in answers
     # the computed answer quotes only numbers the page shows beside it (issue 55): its metrics, tables, words

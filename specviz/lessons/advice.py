@@ -32,10 +32,10 @@ def compared(measured: float, prediction: float, tolerance: float = ABOUT) -> st
 
 @dataclass(frozen=True)
 class Suggestion:
-    """One rerun: the sidebar settings it changes (by name, as in specviz/ui/settings.py) and why."""
+    """One rerun: the SpecConfig fields it changes (the sidebar shows each: ui/settings.config_key) and why."""
 
     label: str  # the button's words
-    settings: tuple[tuple[str, object], ...]  # (sidebar setting, value)
+    settings: tuple[tuple[str, object], ...]  # (SpecConfig field, value)
     why: str
 
 
@@ -130,7 +130,7 @@ def suggest(trace: Trace, a: float, best: int, best_speedup: float) -> Suggestio
         )
     return Suggestion(
         f"Rerun with a confidence stop of {CONFIDENCE_STOP:g}",
-        (("confidence", CONFIDENCE_STOP),),
+        (("draft_confidence", CONFIDENCE_STOP),),
         f"the formula predicts {best_speedup:.2f}× at γ = {best}, yet the run lost: stopping the draft where it "
         "is unsure saves the forwards whose tokens the target would reject",
     )

@@ -1,17 +1,20 @@
 """Guided experiments: a question a learner answers by doing one thing, as data (docs/DESIGN.md, "Guided experiments").
 
-An Experiment names its page, the widget values its button sets (session-state keys: "cfg.<name>" for the sidebar,
-"<page>.<name>" for the page's own widgets), whether the button also starts the page's run, what to look for once
-it has run, and why. A page adds experiments by adding an entry to EXPERIMENTS; the ten-minute path (PATH) is an
-ordered list of experiment ids across pages. The numbers quoted are the built-in pair's recorded runs in assets/
-(assets/heads/*_cpu.json, assets/batching_cpu.json, assets/learning/) or docs/DESIGN.md, "Guided experiments".
+An Experiment names its page, the values its button sets (a SpecConfig field by its name, which the sidebar shows
+for every page, or "<page>.<name>" for the page's own widgets; ui/settings.py maps a field to its widget), whether the
+button also starts the page's run, what to look for once it has run, and why. PAGES is the one table of pages: each
+page's path and title (app.py's navigation reads it) and the name its experiments use. A page adds experiments by
+adding an entry to EXPERIMENTS; the ten-minute path (PATH) is an ordered list of experiment ids across pages. The
+numbers quoted are the built-in pair's recorded runs in assets/ (assets/heads/*_cpu.json, assets/batching_cpu.json,
+assets/learning/) or docs/DESIGN.md, "Guided experiments".
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from specviz import ASSETS
+from specviz.decoding.config import SpecConfig
 from specviz.drafters.eagle import EagleDrafter
 from specviz.drafters.medusa import MedusaDrafter
 from specviz.drafters.model import ModelDrafter
@@ -21,26 +24,30 @@ from specviz.lessons.prompts import read_prompts
 
 PROMPTS_FILE = ASSETS / "prompts.json"
 MODEL, NGRAM, MEDUSA, EAGLE = (cls.name for cls in (ModelDrafter, NgramDrafter, MedusaDrafter, EagleDrafter))
-PAGE_FILES = {
-    "step": "pages/step_through.py",
-    "race": "pages/race.py",
-    "theory": "pages/theory.py",
-    "lab": "pages/acceptance_lab.py",
-    "lossless": "pages/lossless.py",
-    "heads": "pages/heads.py",
-    "batching": "pages/batching.py",
-    "learning": "pages/learning.py",
-}
-PAGE_TITLES = {
-    "step": "Step through",
-    "race": "Race",
-    "theory": "Theory",
-    "lab": "Acceptance lab",
-    "lossless": "Lossless",
-    "heads": "Heads",
-    "batching": "Batching",
-    "learning": "Learning",
-}
+CONFIG_FIELDS = frozenset(f.name for f in fields(SpecConfig))  # what an experiment may set in the sidebar
+
+
+@dataclass(frozen=True)
+class Page:
+    path: str  # the page's file, from the repository's root
+    title: str  # in the navigation, and where an experiment names its page
+    icon: str  # the navigation's
+    name: str = ""  # the name its experiments (and its widgets' keys) use; "": a page without experiments
+
+
+PAGES = (  # app.py's navigation, in its order (the first is the home page)
+    Page("pages/step_through.py", "Step through", ":material/footprint:", "step"),
+    Page("pages/race.py", "Race", ":material/sports_score:", "race"),
+    Page("pages/theory.py", "Theory", ":material/functions:", "theory"),
+    Page("pages/acceptance_lab.py", "Acceptance lab", ":material/science:", "lab"),
+    Page("pages/lossless.py", "Lossless", ":material/verified:", "lossless"),
+    Page("pages/heads.py", "Heads", ":material/hub:", "heads"),
+    Page("pages/learning.py", "Learning", ":material/trending_up:", "learning"),
+    Page("pages/batching.py", "Batching", ":material/stacks:", "batching"),
+    Page("pages/your_server.py", "Your server", ":material/monitoring:"),
+)
+PAGE_FILES = {p.name: p.path for p in PAGES if p.name}  # the pages with experiments, by the name they use
+PAGE_TITLES = {p.name: p.title for p in PAGES if p.name}
 
 
 def _example(category: str, index: int = 0) -> str:
@@ -54,13 +61,13 @@ PROSE = _example("prose")
 TRANSLATION = _example("translation")
 RENAME = _example("repetition")
 GREEDY_DEFAULTS = (
-    ("cfg.gamma", 5),
-    ("cfg.schedule", "constant"),
-    ("cfg.temperature", 0.0),
-    ("cfg.drafter", MODEL),
-    ("cfg.lookahead", 0),
-    ("cfg.alternatives", 0),
-    ("cfg.confidence", 0.0),
+    ("gamma", 5),
+    ("schedule", "constant"),
+    ("temperature", 0.0),
+    ("drafter", MODEL),
+    ("lookahead", 0),
+    ("alternatives", 0),
+    ("draft_confidence", 0.0),
 )
 
 
@@ -69,18 +76,33 @@ class Experiment:
     id: str  # unique; the button's key is "<page>.exp_<id>"
     page: str  # a key of PAGE_FILES
     question: str
-    settings: tuple[tuple[str, object], ...]  # (session-state key, value) pairs the button sets
+    settings: tuple[tuple[str, object], ...]  # (a SpecConfig field or "<page>.<widget>", value) pairs the button sets
     observe: str  # what the learner should see, revealed once the experiment has run
     reason: str  # why
     run: bool = True  # the button also starts the page's run (False: the page reacts to the settings at once)
+
+    def __post_init__(self) -> None:
+        for name, _ in self.settings:
+            if not (is_config(name) or name.startswith(f"{self.page}.")):
+                raise ValueError(f"experiment {self.id}: {name!r} is neither a SpecConfig field nor this page's")
 
     @property
     def values(self) -> dict[str, object]:
         return dict(self.settings)
 
+    @property
+    def config(self) -> dict[str, object]:
+        """The SpecConfig fields it sets (in the sidebar, for every page)."""
+        return {name: value for name, value in self.settings if is_config(name)}
+
+
+def is_config(name: str) -> bool:
+    """Whether an experiment's setting names a SpecConfig field (else it is one of its page's widgets)."""
+    return name in CONFIG_FIELDS
+
 
 SETTING_NAMES = dict(  # how a setting's key reads on screen
-    gamma="γ", g="γ", gamma_max="largest γ", confidence="draft-confidence stop", max_new_tokens="max new tokens",
+    gamma="γ", g="γ", gamma_max="largest γ", draft_confidence="draft-confidence stop", max_new_tokens="max new tokens",
     kind="kind of heads", count="number of heads", per="prompts per category", temps="temperatures",
     broken="break the algorithm", n="samples", sizes="batch sizes", tokens="tokens per row", shown="result shown",
     what="run", baseline="also time plain decoding",
@@ -92,13 +114,13 @@ def changes_words(experiment: Experiment) -> str:
     this page's own."""
     sidebar, page = [], []
     for name, value in experiment.settings:
-        where, _, widget = name.partition(".")
+        widget = name.partition(".")[2] or name
         shown = "a prompt from the examples" if widget in ("prompt", "request") else value
         if isinstance(shown, list):
             shown = ", ".join(str(v) for v in shown)
         if isinstance(shown, bool):
             shown = "on" if shown else "off"
-        (sidebar if where == "cfg" else page).append(f"{SETTING_NAMES.get(widget, widget)} = {shown}")
+        (sidebar if is_config(name) else page).append(f"{SETTING_NAMES.get(widget, widget)} = {shown}")
     parts = []
     if page:
         parts.append("on this page " + ", ".join(page))
@@ -108,10 +130,8 @@ def changes_words(experiment: Experiment) -> str:
 
 
 def _with(base: tuple[tuple[str, object], ...], **changes: object) -> tuple[tuple[str, object], ...]:
-    """base with sidebar settings changed: `_with(GREEDY_DEFAULTS, temperature=1.2)`."""
-    found = dict(base)
-    found.update({f"cfg.{name}": value for name, value in changes.items()})
-    return tuple(found.items())
+    """base with SpecConfig fields changed: `_with(GREEDY_DEFAULTS, temperature=1.2)`."""
+    return tuple({**dict(base), **changes}.items())
 
 
 STEP = (
@@ -256,7 +276,7 @@ LAB = (
             ("lab.temps", [0.0]),
             ("lab.drafters", [MODEL]),
             ("lab.schedules", ["constant"]),
-            ("cfg.gamma", 5),
+            ("gamma", 5),
         ),
         "Open the By draft position tab: the share of checked guesses kept at each position.",
         "The theory assumes one rate a for every position. Real drafts are conditioned on the guesses before "
@@ -339,12 +359,7 @@ HEADS = (
     ),
 )
 
-BATCHING_SHOWN = (
-    ("cfg.gamma", 4),
-    ("batching.sizes", "1,2,4,8,16"),
-    ("batching.tokens", 16),
-    ("batching.shown", "cpu"),
-)
+BATCHING_SHOWN = (("gamma", 4), ("batching.sizes", "1,2,4,8,16"), ("batching.tokens", 16), ("batching.shown", "cpu"))
 
 BATCHING = (
     Experiment(
@@ -387,14 +402,14 @@ BATCHING = (
 )
 
 LEARNING_RECORDED = (  # the sidebar settings the shipped recordings in assets/learning/ were made with
-    ("cfg.gamma", 6),
-    ("cfg.schedule", "auto"),
-    ("cfg.gamma_max", 16),
-    ("cfg.confidence", 0.7),
-    ("cfg.temperature", 0.0),
-    ("cfg.lookahead", 8),
-    ("cfg.alternatives", 2),
-    ("cfg.max_new_tokens", 32),
+    ("gamma", 6),
+    ("schedule", "auto"),
+    ("gamma_max", 16),
+    ("draft_confidence", 0.7),
+    ("temperature", 0.0),
+    ("lookahead", 8),
+    ("alternatives", 2),
+    ("max_new_tokens", 32),
 )
 
 LEARNING = (

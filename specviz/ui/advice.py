@@ -9,12 +9,8 @@ from specviz import markup
 from specviz.lessons import advice
 from specviz.traces.trace import Trace
 
+from .settings import config_widgets, widget_values
 from .state import key, page_state, shared
-
-
-def cfg_key(name: str) -> str:
-    """The session-state key of a sidebar setting (specviz/ui/settings.py's cfg)."""
-    return key("cfg", name)
 
 
 def apply_settings(page: str, values: dict[str, object], run: bool) -> None:
@@ -28,23 +24,7 @@ def apply_settings(page: str, values: dict[str, object], run: bool) -> None:
 
 def rerun_as_suggested(page: str, trace: Trace, suggestion: advice.Suggestion) -> None:
     """The suggested rerun: the same prompt and settings, but the suggestion's, with plain decoding timed."""
-    c = trace.config
-    same = {
-        "gamma": c.gamma,
-        "schedule": c.schedule,
-        "gamma_max": c.gamma_max,
-        "confidence": c.draft_confidence,
-        "temperature": c.temperature,
-        "top_k": c.top_k,
-        "top_p": c.top_p,
-        "seed": c.seed,
-        "max_new_tokens": c.max_new_tokens,
-        "drafter": c.drafter,
-        "ngram_size": c.ngram_size,
-        "lookahead": c.lookahead,
-        "alternatives": c.alternatives,
-    }
-    values: dict[str, object] = {cfg_key(name): value for name, value in {**same, **dict(suggestion.settings)}.items()}
+    values = widget_values({**config_widgets(trace.config), **dict(suggestion.settings)})
     values[key(page, "prompt")] = trace.prompt
     if page == "step":
         values[key(page, "baseline")] = True  # the rerun must measure its speed-up too

@@ -17,6 +17,7 @@ from .advice import apply_settings
 from .links import query_number
 from .quoted import quoted_words
 from .screens import screen_of
+from .settings import widget_values
 from .state import key, page_state
 
 
@@ -24,7 +25,7 @@ def start_experiment(experiment: Experiment) -> None:
     """The button's on_click: set the experiment's settings, and ask for the page's run."""
     state = page_state(experiment.page)
     state.experiment, state.experiment_job = experiment.id, None
-    apply_settings(experiment.page, experiment.values, run=experiment.run)
+    apply_settings(experiment.page, widget_values(experiment.values), run=experiment.run)
 
 
 def revealed(experiment: Experiment) -> bool:

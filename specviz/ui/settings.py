@@ -1,11 +1,13 @@
 """The shared sidebar: the model pair, speculation and sampling settings, read into one Settings per run.
 
-Its widgets live in st.session_state under "cfg.<name>" (`cfg(name)`), so their values survive page switches.
+Its widgets live in st.session_state under "cfg.<name>" (`cfg(name)`), so their values survive page switches. A widget
+that sets a SpecConfig field is named after it: `config_key(field)` is its key, the one map from the fields that
+experiments and advice name to the sidebar's widgets.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
 import streamlit as st
@@ -69,7 +71,7 @@ DEFAULTS: dict[str, Any] = {
     "gamma": 5,
     "schedule": "constant",
     "gamma_max": 12,
-    "confidence": 0.0,
+    "draft_confidence": 0.0,
     "temperature": 0.0,
     "top_k": 0,
     "top_p": 1.0,
@@ -82,6 +84,27 @@ DEFAULTS: dict[str, Any] = {
 def cfg(name: str) -> str:
     """The key of a sidebar setting."""
     return key("cfg", name)
+
+
+CONFIG_WIDGETS = tuple(f.name for f in fields(SpecConfig) if f.name in DEFAULTS)  # the fields the sidebar sets
+
+
+def config_key(field: str) -> str:
+    """The key of the sidebar widget that sets SpecConfig's `field` (KeyError for a field it does not show)."""
+    if field not in CONFIG_WIDGETS:
+        raise KeyError(f"the sidebar has no widget for SpecConfig.{field}")
+    return cfg(field)
+
+
+def widget_values(settings: dict[str, object]) -> dict[str, object]:
+    """Session-state values from settings named as experiments and advice name them: a SpecConfig field (its
+    sidebar widget's key), or a page's own widget key ("<page>.<name>") as it is."""
+    return {(name if "." in name else config_key(name)): value for name, value in settings.items()}
+
+
+def config_widgets(config: SpecConfig) -> dict[str, object]:
+    """A config's values by SpecConfig field, for every field the sidebar shows (a rerun with the same settings)."""
+    return {name: getattr(config, name) for name in CONFIG_WIDGETS}
 
 
 def _value(name: str) -> Any:
@@ -126,7 +149,7 @@ def _read_config() -> tuple[SpecConfig | None, str | None]:
             gamma=int(v("gamma")),
             schedule=v("schedule"),
             gamma_max=max(int(v("gamma_max")), int(v("gamma"))),
-            draft_confidence=float(v("confidence")),
+            draft_confidence=float(v("draft_confidence")),
             temperature=float(v("temperature")),
             top_k=int(v("top_k")),
             top_p=float(v("top_p")),
@@ -288,7 +311,7 @@ def _speculation_section(spec: PairSpec | None) -> None:
         0.0,
         0.95,
         step=0.05,
-        key=cfg("confidence"),
+        key=cfg("draft_confidence"),
         help="Stop drafting early when the draft's own top probability falls below this (0 = off).",
     )
 
