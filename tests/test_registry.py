@@ -176,3 +176,19 @@ def test_the_sidebar_offers_a_new_drafter_by_its_label(echo, monkeypatch):
     assert radio.options == [drafters.label(n) for n in drafters.REGISTRY] and echo.label in radio.options
     radio.set_value(echo.name).run()
     assert not at.exception and at.session_state["state.shared"].settings.config.drafter == echo.name
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_cache_view_says_each_drafters_own_caption(name):
+    """The cache view draws a draft model's cache for the drafters that drive one (the controller too) and says the
+    others' own caption: a traffic run was told "the n-gram drafter has no model and no cache" before issue 57."""
+    from specviz.markup import kv_cache_html
+    from specviz.traces.trace import load_trace
+
+    event = load_trace(ROOT / "assets" / "traces" / "1_code_greedy.json").rounds[1]
+    html = kv_cache_html(event, 7, name)
+    cls = drafters.drafter_class(name)
+    assert ("Draft (q) cache" in html) == cls.needs_draft_model
+    assert (cls.cache_note or "Draft (q) cache") in html.replace("&#x27;", "'")
+    others = {c.cache_note for c in drafters.REGISTRY.values() if c.cache_note and c is not cls}
+    assert not [note for note in others if note in html.replace("&#x27;", "'")], name
