@@ -110,16 +110,18 @@ def test_madvise_populate_reads_a_file_in_pieces(tmp_path):
 @pytest.mark.parametrize("precision", ["bf16", "int8", "auto"])
 def test_a_local_pair_in_each_precision_is_near_the_float32_one(tmp_path, precision):
     """bf16 and int8 targets are other targets (rounded weights): near float32's next-token distributions, with
-    their own Linear layers; auto is bf16 where the CPU runs it natively, else int8. The draft stays float32 int8."""
-    from specviz.models.fastpath import PrepackedLinear, native_bfloat16, prepack_available
-    from specviz.models.precision import Int8Linear, default_precision
+    their own Linear layers; auto is what this CPU's measurement picked (models/choice.py). The draft stays float32
+    int8."""
+    from specviz.models.choice import auto_choice
+    from specviz.models.fastpath import PrepackedLinear, prepack_available
+    from specviz.models.precision import PRECISIONS, Int8Linear
 
     target = save_tiny(tmp_path / "target", LETTERS, seed=0)
     draft = save_tiny(tmp_path / "draft", LETTERS, seed=1)
     reference = load_pair(PairSpec(target=str(target), draft=str(draft), device="cpu", precision="fp32"))
     pair = load_pair(PairSpec(target=str(target), draft=str(draft), device="cpu", precision=precision))
-    chosen = default_precision(native_bfloat16(torch.device("cpu"))) if precision == "auto" else precision
-    assert pair.names["precision"] == chosen and pair.dtype == torch.bfloat16
+    chosen = auto_choice().precision if precision == "auto" else precision
+    assert pair.names["precision"] == chosen and pair.dtype == PRECISIONS[chosen].dtype
     kind = Int8Linear if chosen == "int8" else (PrepackedLinear if prepack_available() else torch.nn.Linear)
     assert not any(type(m) is torch.nn.Linear for m in pair.target.modules()) or kind is torch.nn.Linear
     assert any(isinstance(m, kind) for m in pair.target.modules())

@@ -15,7 +15,7 @@ from specviz.models.loading import PairSpec
 from specviz.serving.pairs import PAIRS
 from specviz.ui.owner import PAIRS_ENV, PRECISIONS_ENV, owner_choice
 
-AUTO, FP32, INT8 = "auto (bfloat16 if fast)", "float32: exact weights", "int8: least memory"
+AUTO, FP32, INT8 = "auto (fastest that fits)", "float32: exact weights", "int8: least memory"
 BUILTIN_LABEL = "Built-in Qwen-Coder 1.5B ← 0.5B"
 
 

@@ -19,9 +19,8 @@ import torch
 
 from specviz.errors import ModelLoadError
 from specviz.models import memory
-from specviz.models.fastpath import native_bfloat16
+from specviz.models.choice import auto_choice
 from specviz.models.loading import PairSpec
-from specviz.models.precision import default_precision
 from specviz.runs import Cancelled, device_key, device_lock, exclusive
 from specviz.serving import pairs
 from specviz.serving.pairs import NOT_OFFERED, PairRegistry, canonical_spec
@@ -92,7 +91,7 @@ def tight(load: FakeLoad, need: int = 4 * GiB, free: int = 6 * GiB) -> PairRegis
 
 
 def test_auto_is_the_precision_it_picks_so_auto_and_that_precision_are_one_pair():
-    picked = default_precision(native_bfloat16(torch.device("cpu")))
+    picked = auto_choice().precision
     assert canonical_spec(BUILTIN) == canonical_spec(replace(BUILTIN, precision=picked, device="cpu"))
     assert canonical_spec(BUILTIN).precision == picked and canonical_spec(BUILTIN).device == "cpu"
     other = "fp32" if picked != "fp32" else "bf16"

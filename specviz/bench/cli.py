@@ -119,6 +119,13 @@ def _engine_arguments(parser: argparse.ArgumentParser) -> None:
         "--threads", type=bounded_int(1, MAX_THREADS), default=None, help="torch threads (default: torch's own choice)"
     )
     parser.add_argument(
+        "--draft-vocabulary",
+        type=bounded_int(256, 65536),
+        default=None,
+        metavar="K",
+        help="the draft proposes only the K most frequent ids (its LM head keeps their rows; default: all ids)",
+    )
+    parser.add_argument(
         "--curve-gammas",
         type=bounded_int(0, GAMMA_LIMIT),
         default=CURVE_GAMMAS,
@@ -166,7 +173,7 @@ def _load(args: argparse.Namespace):
     from specviz.models.loading import load_pair
 
     started = time.perf_counter()
-    spec = replace(pair_spec(args), prepack_target=not args.no_prepack)  # load_pair prepacks by default
+    spec = replace(pair_spec(args), prepack_target=not args.no_prepack, draft_vocabulary=args.draft_vocabulary)
     pair = load_pair(spec, progress=ConsoleProgress())
     load_seconds = time.perf_counter() - started
     if args.compile:

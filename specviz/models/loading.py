@@ -25,6 +25,7 @@ from specviz.progress import Progress, relay_tqdm, scaled
 
 from . import builtin
 from .attention import is_row_invariant, make_row_invariant
+from .choice import auto_choice
 from .fastpath import native_bfloat16, prepack_linears, quantize_draft
 from .memory import check_memory
 from .precision import Int8Linear, Precision, load_streamed, resolve_precision
@@ -38,6 +39,7 @@ from .sources import (
     load_tokenizer,
     resolve_source,
 )
+from .vocabulary import restrict_draft
 
 GPU_HEADROOM = 0.85  # share of one GPU's free memory the target may fill
 
@@ -52,6 +54,7 @@ class PairSpec:
     prepack_target: bool = True  # float32 CPU target: oneDNN prepacked Linear weights (same math, faster
     # kernels); used by every method, baseline included (specviz.models.fastpath)
     precision: str = "auto"  # on the CPU: auto | fp32 | bf16 | int8 (specviz.models.precision)
+    draft_vocabulary: int | None = None  # the draft proposes only the most frequent ids (models/vocabulary.py)
 
 
 @dataclass
@@ -144,11 +147,14 @@ def compute_dtype(device: torch.device, precision: Precision | None = None) -> t
 
 
 def cpu_precision(name: str, device: torch.device) -> Precision | None:
-    """The CPU's precision for this name (auto: bf16 where native); None off the CPU, where the dtype is the GPU's."""
+    """The CPU's precision for this name (auto: the one measured fastest that fits, models/choice.py); None off the
+    CPU, where the dtype is the GPU's."""
     if device.type != "cpu":
         return None
+    if name == "auto":
+        name = auto_choice().precision
     try:
-        return resolve_precision(name, native_bfloat16(device))
+        return resolve_precision(name)
     except ValueError as exc:
         raise ModelLoadError(str(exc)) from None
 
@@ -356,6 +362,8 @@ def load_pair(spec: PairSpec, progress: Progress | None = None) -> ModelPair:
     names = pair_names(target, draft, device=device, dtype=dtype, shard=shard, quantized=quantize, prepacked=prepacked)
     names["precision"] = precision.name if precision is not None else names["dtype"]  # the target's weights
     names["attention"] = "row-invariant" if is_row_invariant(target_model) else "transformers"  # a trace says which
+    if draft_model is not None and spec.draft_vocabulary is not None:
+        names["draft_vocabulary"] = restrict_draft(draft_model, draft, tokenizer, spec.draft_vocabulary)
     return ModelPair(target_model, draft_model, tokenizer, device, dtype, spec, names)
 
 

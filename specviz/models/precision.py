@@ -1,5 +1,6 @@
-"""How the pair's weights are held on the CPU: float32 (the reference), bfloat16 (the default where the CPU runs it
-natively), int8 (the low-memory choice). Memory and speed on this project's CPU: docs/notes/2026-12-precision.md.
+"""How the pair's weights are held on the CPU: float32 (the reference), bfloat16 (half the memory, fast where the CPU
+runs it natively), int8 (the least memory); auto is the one measured to speculate fastest that fits (models/choice.py).
+Memory and speed on this project's CPU: docs/notes/2026-12-precision.md.
 
   fp32  the exact dequantized GGUF weights; Linear layers prepacked for oneDNN (fastpath.PrepackedLinear)
   bf16  weights rounded to bfloat16, prepacked for oneDNN's bfloat16 kernels (AVX512-BF16, AMX); half the memory
@@ -46,30 +47,8 @@ PRECISIONS = {
 }
 
 
-def default_precision(native_bf16: bool) -> str:
-    """bf16 where the CPU multiplies bfloat16 natively; else int8, whose kernel converts to float32 itself
-    (docs/notes/2026-12-precision.md, "Without native bfloat16")."""
-    return "bf16" if native_bf16 else "int8"
-
-
-def auto_reason(native_bf16: bool) -> str:
-    """What auto picks on this CPU and why, in the sidebar's words (the kernels' costs per row count:
-    docs/notes/2026-12-precision.md, "Kernels, per Linear layer of 8960 x 1536 (ms, 1 / 6 / 9 rows)")."""
-    if native_bf16:
-        return (
-            "auto picked bfloat16: this CPU multiplies bfloat16 natively (AVX512-BF16 or AMX), so it is faster than "
-            "float32 and takes half its memory."
-        )
-    return (
-        "auto picked int8: this CPU has no bfloat16 instructions (AVX512-BF16 or AMX), and emulated bfloat16 is "
-        "slower than int8. On the recording (a 2-core AMD EPYC limited to AVX2, 2026-12-06) int8 checked a draft of "
-        "5 for about 4 plain steps, so speculation rarely paid; float32 (about 8 GB) checked it for about one."
-    )
-
-
-def resolve_precision(name: str, native_bf16: bool) -> Precision:
-    if name == "auto":
-        name = default_precision(native_bf16)
+def resolve_precision(name: str) -> Precision:
+    """A named precision ("auto" is resolved before, by measurement: models/choice.py)."""
     if name not in PRECISIONS:
         raise ValueError(f"unknown precision {name!r}: use auto, {', '.join(PRECISIONS)}")
     return PRECISIONS[name]

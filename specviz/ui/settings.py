@@ -11,14 +11,12 @@ from dataclasses import fields, replace
 from typing import Any
 
 import streamlit as st
-import torch
 
 from specviz.decoding.config import GAMMA_LIMIT, MAX_NEW_TOKENS_LIMIT, ConfigError, SpecConfig
 from specviz.drafters import DEFAULT, REGISTRY, descriptions, drafter_class, label
 from specviz.drafters.heads_file import cached_report
-from specviz.models.fastpath import native_bfloat16
+from specviz.models.choice import auto_reason
 from specviz.models.loading import BUILTIN, PairSpec
-from specviz.models.precision import auto_reason
 from specviz.serving.pairs import PAIRS
 
 from .owner import SWITCH_NOTE, OwnerChoice, choice_here, ignored_note, offered, owner_note
@@ -44,7 +42,7 @@ PRESETS_HELD = [pair for pair in PRESETS.values() if pair is not None]  # what a
 MAX_UI_SEED = (1 << 53) - 1  # the largest integer a browser number box holds exactly
 QUANTIZE = {"auto (int8 on CPU)": None, "on (int8)": True, "off": False}
 PRECISIONS = {
-    "auto (bfloat16 if fast)": "auto",  # short: the sidebar's box shows about 28 characters at 1024 px
+    "auto (fastest that fits)": "auto",  # short: the sidebar's box shows about 28 characters at 1024 px
     "bfloat16: half the memory": "bf16",
     "float32: exact weights": "fp32",
     "int8: least memory": "int8",
@@ -54,7 +52,8 @@ PRECISION_HELP = (
     "(about 8 GB for the built-in pair). bfloat16 rounds each weight to 3 significant digits: half the memory "
     "and faster where the CPU has bfloat16 instructions. int8 keeps 256 levels per row of weights: the least "
     "memory (under 3 GB), with slower checks of the draft. Each is its own target: speculative decoding gives "
-    "exactly that target's output. On a GPU the weights are bfloat16."
+    "exactly that target's output. auto times the three on this CPU once and picks the one that should speculate "
+    "fastest among those that fit in memory. On a GPU the weights are bfloat16."
 )
 DEFAULTS: dict[str, Any] = {
     "preset": next(iter(PRESETS)),
@@ -203,7 +202,7 @@ def _pair_section() -> PairSpec | None:
         st.button("Load this pair", on_click=_apply_custom, key=cfg("apply"), width="stretch")
     st.selectbox("Precision of the weights", precisions, key=cfg("precision"), help=PRECISION_HELP)
     if PRECISIONS[_value("precision")] == "auto":
-        st.caption(auto_reason(native_bfloat16(torch.device("cpu"))))
+        st.caption(auto_reason())
     if owner is not None:
         st.caption(owner_note(owner))
         ignored = ignored_note(owner, PRESETS_HELD)
