@@ -183,16 +183,19 @@ def measure(configs: dict[str, object], precisions: tuple[str, ...]) -> Measurem
     return Measurement(cpu_key(), today, torch.get_num_threads(), tuple(forms))
 
 
+SHAPES = {  # the built-in pair's configs (Qwen2.5-Coder 1.5B and 0.5B Instruct), as prepared
+    "target": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12),
+    "draft": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14),
+}
+
+
 def builtin_configs() -> dict[str, object]:
-    """The built-in pair's configs (Qwen2.5-Coder 1.5B and 0.5B), from the prepared folders or the package's copy."""
-    from transformers import AutoConfig
+    """The built-in pair's shapes as transformers configs: nothing is read, so auto is decided before (and without)
+    a prepared cache."""
+    from transformers import Qwen2Config
 
-    from .builtin import DRAFT, TARGET, converted_dir, default_form
-
-    return {
-        role: AutoConfig.from_pretrained(converted_dir(model, form=default_form(model)))
-        for role, model in (("target", TARGET), ("draft", DRAFT))
-    }
+    common = dict(num_key_value_heads=2, vocab_size=151936, max_position_embeddings=32768, rms_norm_eps=1e-6)
+    return {role: Qwen2Config(**shape, **common, tie_word_embeddings=False) for role, shape in SHAPES.items()}
 
 
 def cache_file() -> Path:
