@@ -164,6 +164,8 @@ OUTCOMES = {
     "rename_auto": [
         (Screen(trace=run(0.41, 0.65), recordings=RECORDED), run_page, ("plain decoding won", "unlike on the recording")),
         (Screen(trace=run(0.92, 2.4), recordings=RECORDED), run_page, ("speculation won", "; as on the recording")),
+        (Screen(trace=run(0.61, 0.99), recordings=RECORDED), run_page, ("a draw (plain decoding a little", "unlike")),
+        (Screen(trace=run(0.7, 1.03), recordings=RECORDED), run_page, ("a draw (speculation a little", "unlike")),
     ],
     "lab_temperature": [
         (Screen(runs=lab_runs({("code", "model", t): (0.57, 1) for t in (0.0, 1.0)} | {("prose", "model", t): (0.37, 1) for t in (0.0, 1.0)})), lab_page, ("greedy code kept more", "at 1.0 code kept more")),

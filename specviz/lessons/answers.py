@@ -102,7 +102,10 @@ def _race(screen: Screen, name: str, expected: str) -> str:
     if measured is None or costs is None:
         return "This race timed no plain decoding, so there is no speed-up to read: start the race again."
     verdict = compared(measured, 1.0, SPEED_TOLERANCE)
-    won = {"better": "speculation won", "worse": "plain decoding won", "about the same": "a draw"}[verdict]
+    # a draw says which side of 1× it fell on: below 1×, the page's Why box beside it asks why the run was slower
+    ahead = "plain decoding" if measured < 1.0 else "speculation"
+    within = f"a draw ({ahead} a little faster, too close to call)"
+    won = {"better": "speculation won", "worse": "plain decoding won", "about the same": within}[verdict]
     words = f"Here {won}: Speed-up {times(measured)} ({live(t)}), a round committed {costs.tokens_per_round:.2f}"
     words += " tokens (the mean acceptance length)"
     if costs.verify_in_steps is not None:
