@@ -43,6 +43,14 @@ def test_the_fastest_that_fits_is_chosen():
     assert choice.choose(MEASURED, free=GIB).precision == "int8"  # nothing fits: the smallest, refused by the load
 
 
+def test_a_smaller_precision_within_the_margin_is_preferred():
+    close = choice.Measurement(
+        "a CPU", "2026-12-07", 2, (timing("fp32", 8.6), timing("bf16", 8.0), timing("int8", 5.0))
+    )
+    assert choice.choose(close, free=64 * GIB).precision == "bf16"  # 7.5% faster is within the 10% margin
+    assert choice.choose(MEASURED, free=64 * GIB).precision == "fp32"  # 12.5% faster is not
+
+
 def test_a_chooser_blind_to_memory_would_be_caught():
     blind = max(MEASURED.forms, key=lambda form: form.speed)
     assert blind.precision != choice.choose(MEASURED, free=need("bf16") + GIB // 2).precision

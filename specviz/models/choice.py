@@ -13,9 +13,10 @@ load on a CPU, a few seconds of forwards (cached per CPU, torch, kernel settings
   c        the draft's step (its own layer in its int8 form, likewise) over the target's
   speed    max over g of E(a, g) / (g c + v(g)) / step, E = (1 - a^(g+1)) / (1 - a), with a = A_TYPICAL
 
-Forms are timed in turns and each keeps its fastest repeat, so a busy machine slows all of them alike. auto is the
-precision with the highest speed among those whose pair fits in the memory available now (with room for a run): the
-memory is read each time auto is resolved, the forwards are timed once. Timed for the built-in pair's shapes; another
+Each is timed as one thread's CPU time, in turns, keeping its least, so other work on the machine barely moves it (a
+measurement made while the machine is busy is still not kept). auto is the precision with the highest speed among
+those whose pair fits in the memory available then (with room for a run), unless a smaller one is within MARGIN of
+it; decided once per process, the timings once per CPU. Timed for the built-in pair's shapes; another
 pair on the CPU gets the same choice, an approximation.
 """
 
@@ -40,6 +41,7 @@ A_TYPICAL = 0.8  # the built-in pair's acceptance on the bench (docs/notes/2026-
 VERIFY_ROWS = 9
 CONTEXT = 64  # tokens in the cache while timing: a short answer's
 ROOM = 1 << 30  # left free for a run's caches and the app
+MARGIN = 0.10  # a larger precision must be predicted this much faster to be chosen over a smaller one
 FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "avx512_vnni", "amx_int8")
 ENVIRONMENT = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "OMP_NUM_THREADS")
 
@@ -79,16 +81,22 @@ def cpu_key() -> str:
     return " | ".join([name, ",".join(have), ",".join(settings), f"torch {torch.__version__}"])
 
 
-def fastest(calls: dict[str, Callable[[], object]], repeats: int = 15) -> dict[str, float]:
-    """Each call's fastest time, the calls taken in turns (two warm-up turns)."""
+def fastest(calls: dict[str, Callable[[], object]], repeats: int = 9) -> dict[str, float]:
+    """Each call's least CPU time on one thread, the calls taken in turns (two warm-up turns). One thread's CPU time
+    (not the wall clock) does not count the time other processes hold the cores, so a busy machine barely moves it."""
     best = dict.fromkeys(calls, float("inf"))
-    with torch.inference_mode():
-        for turn in range(repeats + 2):
-            for name, call in calls.items():
-                start = time.perf_counter()
-                call()
-                if turn >= 2:
-                    best[name] = min(best[name], time.perf_counter() - start)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with torch.inference_mode():
+            for turn in range(repeats + 2):
+                for name, call in calls.items():
+                    start = time.thread_time()
+                    call()
+                    if turn >= 2:
+                        best[name] = min(best[name], time.thread_time() - start)
+    finally:
+        torch.set_num_threads(threads)
     return best
 
 
@@ -237,11 +245,14 @@ def fits(precision: str, free: int | None = None) -> bool:
 
 
 def choose(measurement: Measurement, free: int | None = None) -> FormTiming:
-    """The fastest precision that fits; when none fits, the smallest (the load's memory check then says why)."""
+    """The fastest precision that fits, unless a smaller one is within MARGIN of it (then the smallest such: less
+    memory for about the same speed); when none fits, the smallest (the load's memory check then says why)."""
     fitting = [form for form in measurement.forms if fits(form.precision, free)]
+    smallest = lambda form: PRECISIONS[form.precision].bytes_per_weight  # noqa: E731
     if not fitting:
-        return min(measurement.forms, key=lambda form: PRECISIONS[form.precision].bytes_per_weight)
-    return max(fitting, key=lambda form: form.speed)
+        return min(measurement.forms, key=smallest)
+    best = max(form.speed for form in fitting)
+    return min((form for form in fitting if form.speed * (1 + MARGIN) >= best), key=smallest)
 
 
 NAMES = {"fp32": "float32", "bf16": "bfloat16", "int8": "int8"}
