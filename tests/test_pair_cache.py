@@ -103,6 +103,25 @@ def test_auto_is_the_precision_it_picks_so_auto_and_that_precision_are_one_pair(
     assert first.spec.precision == picked  # the load is handed the precision it resolves to
 
 
+def test_auto_keeps_the_precision_it_loaded_while_that_pair_is_held(monkeypatch):
+    """auto weighs the memory available (models/choice.py), which the pair it loaded then takes: while that pair is
+    held, an ask for auto is still that pair, not a switch to what auto would pick now."""
+    picks = iter(["fp32"] + ["int8"] * 100)
+    monkeypatch.setattr(
+        pairs, "canonical_spec", lambda spec: replace(spec, precision=next(picks)) if spec.precision == "auto" else spec
+    )
+    load = FakeLoad()
+    registry = tight(load)
+    first = ready(registry, BUILTIN)
+    assert first.spec.precision == "fp32"
+    assert registry.loader(BUILTIN, start=False) is first and registry.loader(BUILTIN) is first
+    with registry.lease(BUILTIN) as lease:
+        assert lease.pair is first.pair
+    ready(registry, replace(BUILTIN, precision="bf16"))  # a switch: the pair auto loaded goes
+    assert ready(registry, BUILTIN).spec.precision == "int8"  # and auto is resolved again
+    assert [spec.precision for spec in load.built] == ["fp32", "bf16", "int8"]
+
+
 def test_a_switch_lets_the_old_pair_go_before_the_new_one_loads(collections):
     load = FakeLoad()
     registry = tight(load)
@@ -156,7 +175,7 @@ def test_switching_back_to_a_pair_a_run_still_holds_keeps_it():
 def test_pinned_pairs_stay_and_only_they_load_where_the_owner_says_so():
     load = FakeLoad()
     registry = tight(load)
-    owners = [BUILTIN, replace(BUILTIN, precision="int8")]
+    owners = [replace(BUILTIN, precision="bf16"), replace(BUILTIN, precision="int8")]
     registry.pin(owners, only=True)
     for spec in owners:
         ready(registry, spec)

@@ -270,18 +270,23 @@ class PairRegistry:
         self.only_pinned = False  # an exposed server without custom pairs: nothing else may load
         self._slots: dict[Key, PairLoader] = {}  # loading or loaded
         self._failed: dict[Key, PairLoader] = {}  # failed: their message only (no models)
+        self._resolved: dict[Key, Key] = {}  # a spec as asked ("auto") -> the key its load resolved, while held
         self._guard = threading.Lock()
 
-    @staticmethod
-    def key(spec, override: str = "") -> Key:
+    def key(self, spec, override: str = "") -> Key:
+        """The pair's name: its spec as the load resolves it. A spec asked with "auto" keeps the resolution of the
+        pair it loaded while that pair is held: auto weighs the memory available, which that pair itself now takes."""
+        resolved = self._resolved.get((spec, override))
+        if resolved is not None and resolved in self._slots:
+            return resolved
         return canonical_spec(spec), override
 
     def pin(self, specs: Iterable, override: str = "", only: bool = False) -> None:
         """The pairs that stay whatever anyone asks (an exposed server's owner's; none for an empty list); with
         `only`, no other pair loads (an ask for one is refused)."""
+        pinned = frozenset(self.key(spec, override) for spec in specs)  # resolving "auto" may take a while
         with self._guard:
-            self.pinned = frozenset(self.key(spec, override) for spec in specs)
-            self.only_pinned = only
+            self.pinned, self.only_pinned = pinned, only
 
     def loader(
         self, spec, override: str = "", retry_failed: bool = False, start: bool = True, visitor: str = ""
@@ -298,6 +303,8 @@ class PairRegistry:
             if failed is not None:
                 return failed
             found = self._slots.get(key)
+            if found is not None or start:
+                self._resolved[(spec, override)] = key
             if found is None and start and self.only_pinned and key not in self.pinned:
                 return Refused(key[0], override, NOT_OFFERED)
             if found is None and start:
@@ -402,6 +409,9 @@ class PairRegistry:
                 dropped += 1
         while len(self._failed) > self.failures_kept:
             del self._failed[next(iter(self._failed))]
+        for asked, key in list(self._resolved.items()):
+            if key not in self._slots:
+                del self._resolved[asked]
         return dropped
 
 

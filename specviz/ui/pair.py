@@ -51,10 +51,9 @@ def _asked(spec: PairSpec) -> PairLoader | Refused | None:
     """A loopback server: this session's pair, switched to now if this session has just changed to it or nothing is
     held; None while another tab's pair is held and this session has not changed its choice."""
     PAIRS.pin(())
-    asked = PAIRS.key(spec, pair_override())
-    before, st.session_state[ASKED] = st.session_state.get(ASKED), asked
+    before, st.session_state[ASKED] = st.session_state.get(ASKED), spec  # as asked: "auto" stays "auto"
     found = pair_loader(spec, start=False)
-    if found is None and ((before is not None and before != asked) or not PAIRS.held()):
+    if found is None and ((before is not None and before != spec) or not PAIRS.held()):
         found = pair_loader(spec)
     return found
 
