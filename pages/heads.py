@@ -5,6 +5,7 @@ import streamlit as st
 from specviz import ui
 from specviz.drafters import drafter_class, with_capability
 from specviz.training.features import TrainSettings, default_epochs, heldout_budget
+from specviz.ui import heads as heads_ui  # the page's own parts, by their own names
 
 ui.page_guard()
 
@@ -37,7 +38,7 @@ with form:
         TOKEN_CHOICES,
         TrainSettings.train_tokens,
         key=k(PAGE, "tokens"),
-        help=ui.HEADS_TOKENS_HELP,
+        help=heads_ui.TOKENS_HELP,
     )
     epochs = c3.slider(  # each kind starts at its own default: EAGLE's fresh layer needs more passes
         "Epochs",
@@ -51,9 +52,9 @@ with form:
     b2.caption(
         "Trains on the loaded target (minutes on a CPU: most of it is the target writing its answers, kept in the "
         "model cache for the next training), then makes the heads the sidebar's **Medusa** or **EAGLE** drafter: "
-        + ui.heads_kept_for()
+        + heads_ui.kept_for()
     )
-    if note := ui.heads_budget_note():
+    if note := heads_ui.budget_note():
         b2.caption(note)
     errors = st.container()
 
@@ -62,20 +63,20 @@ state = ui.run_section(
     PAGE,
     settings,
     ui.RunButton(b1, "Train", icon=":material/model_training:"),
-    lambda: ui.heads_train_work(train, kind),
-    live=ui.heads_train_live,
+    lambda: heads_ui.train_work(train, kind),
+    live=heads_ui.train_live,
     errors=errors,
-    budget=ui.heads_train_budget(train),
+    budget=heads_ui.train_budget(train),
 )
 ui.experiments_section(PAGE)  # beside the run: the answer shows under the Run button
-ui.heads_explained()
+heads_ui.explained()
 
 if not state.busy:
-    ui.heads_result(PAGE, ui.heads_recorded(), settings)
+    heads_ui.heads_result(PAGE, heads_ui.recorded_reports(), settings)
     st.markdown(
         "Then pick **Medusa** or **EAGLE** as the drafter in the sidebar and run Step through or the Race: the chips "
         "show each head's q beside the target's p. The benchmark can also race all four drafters on the same "
         "prompts."
     )
     ui.how_recorded("python -m specviz bench --compare-drafters model,ngram,medusa,eagle", title="How to race them")
-    st.markdown(ui.HEADS_TREE_WORDS)
+    st.markdown(heads_ui.TREE_WORDS)

@@ -15,17 +15,6 @@ from .batching import batching_page
 from .curves import measured_section, runs_section, use_measured_c
 from .experiments import experiments_section, ten_minute_path
 from .files import curves_dir, inject_css, load_prompts, recorded_traces, trace_download, trace_upload, verify_curves
-from .heads import NAMES as HEAD_NAMES
-from .heads import TOKENS_HELP as HEADS_TOKENS_HELP
-from .heads import TREE_WORDS as HEADS_TREE_WORDS
-from .heads import budget_note as heads_budget_note
-from .heads import explained as heads_explained
-from .heads import heads_result
-from .heads import kept_for as heads_kept_for
-from .heads import recorded_reports as heads_recorded
-from .heads import train_budget as heads_train_budget
-from .heads import train_live as heads_train_live
-from .heads import train_work as heads_train_work
 from .learning import (
     adopt_stream_rows,
     forget_button,
@@ -72,9 +61,6 @@ from .viewer import (
 )
 
 __all__ = [
-    "HEAD_NAMES",
-    "HEADS_TOKENS_HELP",
-    "HEADS_TREE_WORDS",
     "adopt_stream_rows",
     "forget_button",
     "learning_form",
@@ -97,14 +83,6 @@ __all__ = [
     "adopt_trace",
     "batching_page",
     "curves_dir",
-    "heads_recorded",
-    "heads_result",
-    "heads_kept_for",
-    "heads_budget_note",
-    "heads_explained",
-    "heads_train_budget",
-    "heads_train_live",
-    "heads_train_work",
     "experiment_traces",
     "how_recorded",
     "experiments_section",
