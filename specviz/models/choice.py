@@ -289,6 +289,6 @@ def auto_reason() -> str:
         fit = f"; none fit in the {gib:.1f} GiB then available, and {NAMES[picked.precision]} is the smallest"
     return (
         f"auto picked {NAMES[picked.precision]}: of the precisions that fit, it should speculate fastest here. "
-        f"Measured on this CPU ({measurement.measured}, once): checking 8 drafts costs {checks} plain steps; "
+        f"Timed on this CPU on {measurement.measured} (kept for it): checking 8 drafts costs {checks} plain steps; "
         f"a draft step costs {picked.c:.2f} of a target step in {NAMES[picked.precision]}{fit}."
     )

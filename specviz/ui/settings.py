@@ -52,8 +52,8 @@ PRECISION_HELP = (
     "(about 8 GB for the built-in pair). bfloat16 rounds each weight to 3 significant digits: half the memory "
     "and faster where the CPU has bfloat16 instructions. int8 keeps 256 levels per row of weights: the least "
     "memory (under 3 GB), with slower checks of the draft. Each is its own target: speculative decoding gives "
-    "exactly that target's output. auto times the three on this CPU once and picks the one that should speculate "
-    "fastest among those that fit in memory. On a GPU the weights are bfloat16."
+    "exactly that target's output. auto times the three once, at the first load, and picks the one that should "
+    "speculate fastest among those that fit in memory. On a GPU the weights are bfloat16."
 )
 DEFAULTS: dict[str, Any] = {
     "preset": next(iter(PRESETS)),
