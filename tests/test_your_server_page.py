@@ -22,7 +22,7 @@ PAGE = "pages/your_server.py"
 
 @pytest.fixture(scope="module")
 def server():
-    recorded = json.loads(sm.RECORDING_FILE.read_text(encoding="utf-8"))["text"]  # bench --metrics-out's file
+    recorded = json.loads(sm.RECORDING_FILE.read_text(encoding="utf-8"))["text"]  # vLLM's text of the app's runs
     with metrics_server({"/recording": answer(recorded)}) as url:
         yield url
 
@@ -60,7 +60,7 @@ def test_opens_on_the_recording_with_its_own_numbers(monkeypatch, tmp_path):
     at = page(monkeypatch, tmp_path)
     recording = sm.load_recording(sm.RECORDING_FILE)
     banner = texts(at.info)[0]
-    assert "a recording of specviz's own bench, in vLLM's format" in banner
+    assert "a recording of specviz's own runs of the built-in pair" in banner and "in vLLM's format" in banner
     assert recording.machine.split(" ")[0] in banner and recording.when[:10] in banner
     m = recording.scrape.counters.metrics()
     (row,) = table(at)

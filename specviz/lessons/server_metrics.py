@@ -298,7 +298,7 @@ class History:
 # --- the page's recording ---------------------------------------------------------------------------------------
 
 RECORDING_FORMAT = "specviz-server-recording"
-RECORDING_FILE = ASSETS / "server" / "bench_vllm.json"
+RECORDING_FILE = ASSETS / "server" / "recording_vllm.json"
 MAX_RECORDING_CHARS = 256 * 1024
 
 
@@ -314,14 +314,14 @@ class _Recording(Fields):
     format: Literal["specviz-server-recording"]
     version: Literal[1]
     recorded: _Recorded
-    seconds: Float(0.001, 86_400.0)  # the bench's speculative runs, end to end
-    text: Str(MAX_RECORDING_CHARS)  # bench --metrics-out's file
+    seconds: Float(0.001, 86_400.0)  # the recorded speculative runs, end to end
+    text: Str(MAX_RECORDING_CHARS)  # their counters as vLLM's /metrics writes them (decoding/exposition.py)
 
 
 @dataclass(frozen=True)
 class Recording:
-    """A scrape of specviz's own bench, written in vLLM's format: the counters after `seconds` of speculative runs
-    (a fresh process counts from zero)."""
+    """specviz's own recorded runs written in vLLM's format (scripts/record_your_server.py): the counters after
+    `seconds` of speculative runs (a fresh process counts from zero)."""
 
     machine: str
     precision: str

@@ -18,8 +18,8 @@ DEFAULT_C = 0.1  # a draft model a tenth of its target's step: Theory's default;
 def recording_origin(machine: object, precision: object, when: object) -> str:
     """A recorded scrape's provenance: whose runs, where, in whose format."""
     return (
-        f"a recording of specviz's own bench, in vLLM's format ({recorded_on(machine, precision, when)}): "
-        "the built-in pair's speculative runs, counted as vLLM counts them"
+        f"a recording of specviz's own runs of the built-in pair (the Acceptance lab's recorded batch), in vLLM's "
+        f"format, {recorded_on(machine, precision, when)}: counted as vLLM counts its drafts"
     )
 
 
@@ -92,7 +92,7 @@ def cost_words(advice: Advice, source: str) -> str:
     """Which cost ratio the advice assumes, and where it comes from."""
     if advice.measured:
         return (
-            f"A round's cost from the bench's verify-cost curve for the same pair ({source}): c = {advice.c:.3f}, "
+            f"A round's cost from the bench's verify-cost curve of the same pair ({source}): c = {advice.c:.3f}, "
             "and a verify as timed for each length."
         )
     return (

@@ -18,6 +18,7 @@ from specviz.serving import scrape
 
 from .files import verify_curves
 from .recorded import how_recorded
+from .safe import safe
 from .server import is_loopback, server_address
 from .state import key
 
@@ -70,6 +71,7 @@ def _history(url: str) -> History:
 
 
 @st.fragment(run_every=INTERVAL)
+@safe
 def live(url: str) -> None:
     """Reads the endpoint now, adds the reading, and shows everything so far; a failed reading is one line, and
     the readings before it stay on screen."""
