@@ -41,6 +41,7 @@ A_TYPICAL = 0.8  # the built-in pair's acceptance on the bench (docs/notes/2026-
 VERIFY_ROWS = 9
 CONTEXT = 64  # tokens in the cache while timing: a short answer's
 ROOM = 1 << 30  # left free for a run's caches and the app
+TIMING = "timing 2"  # in the cache key: bump when the timing changes (1: the wall clock, fooled by a busy machine)
 MARGIN = 0.10  # a larger precision must be predicted this much faster to be chosen over a smaller one
 FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "avx512_vnni", "amx_int8")
 ENVIRONMENT = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "OMP_NUM_THREADS")
@@ -78,7 +79,7 @@ def cpu_key() -> str:
         pass
     settings = [f"{var}={os.environ[var]}" for var in ENVIRONMENT if os.environ.get(var)]
     have = [flag for flag in FLAGS if flag in flags]
-    return " | ".join([name, ",".join(have), ",".join(settings), f"torch {torch.__version__}"])
+    return " | ".join([name, ",".join(have), ",".join(settings), f"torch {torch.__version__}", TIMING])
 
 
 def fastest(calls: dict[str, Callable[[], object]], repeats: int = 9) -> dict[str, float]:
