@@ -77,33 +77,39 @@ def cache(tmp_path, monkeypatch):
     choice.measured.cache_clear()
 
 
-def test_a_quiet_measurement_is_kept_per_cpu_and_a_busy_one_is_not(cache, monkeypatch):
+def test_a_quiet_machine_is_timed_once_per_cpu_and_a_busy_one_follows_the_rule(cache, monkeypatch):
     monkeypatch.setattr(choice.os, "getloadavg", lambda: (99.0, 0.0, 0.0))
-    choice.measured()
-    assert not cache.exists()  # timed beside other work: not kept
+    assert choice.measured() is None and not cache.exists()  # too busy: nothing timed, nothing kept
+    choice.auto_decision.cache_clear()
+    monkeypatch.setattr("specviz.models.fastpath.native_bfloat16", lambda device: True)
+    assert choice.auto_decision().precision == "bf16" and choice.auto_reason().startswith("auto picked bfloat16 by the")
+    choice.auto_decision.cache_clear()
     choice.measured.cache_clear()
     monkeypatch.setattr(choice.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
     assert choice.measured() == MEASURED and cache.exists()
     choice.measured.cache_clear()
     monkeypatch.setattr(choice, "measure", lambda configs, precisions: pytest.fail("measured again"))
-    assert choice.measured() == MEASURED  # read back
+    monkeypatch.setattr(choice.os, "getloadavg", lambda: (99.0, 0.0, 0.0))
+    assert choice.measured() == MEASURED  # read back, busy or not
+    monkeypatch.setattr(choice.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")  # other kernels: another CPU as far as the cache knows
     choice.measured.cache_clear()
     with pytest.raises(pytest.fail.Exception):
         choice.measured()
+    choice.auto_decision.cache_clear()
 
 
 def test_the_loader_and_the_sidebar_follow_the_decision(monkeypatch):
-    decision = choice.Decision(MEASURED.forms[0], 8 * GIB, MEASURED)  # fp32 measured fastest and fitting
+    decision = choice.Decision("fp32", 8 * GIB, MEASURED)  # fp32 timed fastest and fitting
     monkeypatch.setattr(choice, "auto_decision", lambda: decision)
     assert cpu_precision("auto", torch.device("cpu")).name == "fp32"
     assert cpu_precision("int8", torch.device("cpu")).name == "int8"  # a named precision is the user's
     reason = choice.auto_reason()
     assert reason.startswith("auto picked float32")
     assert "1.10 in float32, 1.10 in bfloat16, 1.10 in int8" in reason
-    between = dataclasses.replace(decision, picked=MEASURED.forms[1], free=need("bf16") + GIB // 2)
+    between = dataclasses.replace(decision, precision="bf16", free=need("bf16") + GIB // 2)
     monkeypatch.setattr(choice, "auto_decision", lambda: between)
     assert "; float32 did not fit in the" in choice.auto_reason()
-    small = dataclasses.replace(decision, picked=MEASURED.forms[2], free=GIB)
+    small = dataclasses.replace(decision, precision="int8", free=GIB)
     monkeypatch.setattr(choice, "auto_decision", lambda: small)
     assert "none fit in the 1.0 GiB then available, and int8 is the smallest" in choice.auto_reason()

@@ -13,11 +13,12 @@ load on a CPU, a few seconds of forwards (cached per CPU, torch, kernel settings
   c        the draft's step (its own layer in its int8 form, likewise) over the target's
   speed    max over g of E(a, g) / (g c + v(g)) / step, E = (1 - a^(g+1)) / (1 - a), with a = A_TYPICAL
 
-Each is timed as one thread's CPU time, in turns, keeping its least, so other work on the machine barely moves it (a
-measurement made while the machine is busy is still not kept). auto is the precision with the highest speed among
-those whose pair fits in the memory available then (with room for a run), unless a smaller one is within MARGIN of
-it; decided once per process, the timings once per CPU. Timed for the built-in pair's shapes; another
-pair on the CPU gets the same choice, an approximation.
+Each is timed by the wall clock at the process's threads, in turns, keeping its least; only on a quiet machine (a
+busy one's timings are the other work's: one thread's CPU time was tried, and its ranking was not the real runs'),
+else auto follows the rule (bfloat16 where native, else int8) until a quiet first load. auto is the precision with
+the highest speed among those whose pair fits in the memory available then (with room for a run), unless a smaller
+one is within MARGIN of it; decided once per process, the timings once per CPU. Timed for the built-in pair's
+shapes; another pair on the CPU gets the same choice, an approximation.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ A_TYPICAL = 0.8  # the built-in pair's acceptance on the bench (docs/notes/2026-
 VERIFY_ROWS = 9
 CONTEXT = 64  # tokens in the cache while timing: a short answer's
 ROOM = 1 << 30  # left free for a run's caches and the app
-TIMING = "timing 2"  # in the cache key: bump when the timing changes (1: the wall clock, fooled by a busy machine)
+TIMING = "timing 3"  # in the cache key: bump when the timing changes (1 was kept from a busy machine)
+BUSY = 0.5  # a load average above this share of the cores: too busy to time
 MARGIN = 0.10  # a larger precision must be predicted this much faster to be chosen over a smaller one
 FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "avx512_vnni", "amx_int8")
 ENVIRONMENT = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "OMP_NUM_THREADS")
@@ -83,21 +85,15 @@ def cpu_key() -> str:
 
 
 def fastest(calls: dict[str, Callable[[], object]], repeats: int = 9) -> dict[str, float]:
-    """Each call's least CPU time on one thread, the calls taken in turns (two warm-up turns). One thread's CPU time
-    (not the wall clock) does not count the time other processes hold the cores, so a busy machine barely moves it."""
+    """Each call's least wall-clock time at the process's threads, the calls taken in turns (two warm-up turns)."""
     best = dict.fromkeys(calls, float("inf"))
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with torch.inference_mode():
-            for turn in range(repeats + 2):
-                for name, call in calls.items():
-                    start = time.thread_time()
-                    call()
-                    if turn >= 2:
-                        best[name] = min(best[name], time.thread_time() - start)
-    finally:
-        torch.set_num_threads(threads)
+    with torch.inference_mode():
+        for turn in range(repeats + 2):
+            for name, call in calls.items():
+                start = time.perf_counter()
+                call()
+                if turn >= 2:
+                    best[name] = min(best[name], time.perf_counter() - start)
     return best
 
 
@@ -213,9 +209,15 @@ def cache_file() -> Path:
     return cache_root() / "auto-precision.json"
 
 
+def busy() -> bool:
+    """Other work holds the cores (the last minute's load average above half of them): timings would be its."""
+    return os.getloadavg()[0] > BUSY * (os.cpu_count() or 1)
+
+
 @functools.cache
-def measured(precisions: tuple[str, ...] = ("fp32", "bf16", "int8")) -> Measurement:
-    """This CPU's measurement: read from the cache file, or made now (a few seconds) and written there."""
+def measured(precisions: tuple[str, ...] = ("fp32", "bf16", "int8")) -> Measurement | None:
+    """This CPU's measurement: read from the cache file, or made now (a few seconds) and written there; None when
+    there is none and the machine is too busy to make one (then auto follows the rule: auto_decision)."""
     key = cpu_key()
     path = cache_file()
     try:
@@ -227,9 +229,9 @@ def measured(precisions: tuple[str, ...] = ("fp32", "bf16", "int8")) -> Measurem
         forms = tuple(FormTiming(**form) for form in entry["forms"])
         if {form.precision for form in forms} == set(precisions):
             return Measurement(entry["cpu"], entry["measured"], entry["threads"], forms)
+    if busy():
+        return None
     result = measure(builtin_configs(), precisions)
-    if os.getloadavg()[0] > (os.cpu_count() or 1):
-        return result  # timed beside other work: good enough for this process, not to keep
     cached[key] = asdict(result)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -261,35 +263,55 @@ NAMES = {"fp32": "float32", "bf16": "bfloat16", "int8": "int8"}
 
 @dataclass(frozen=True)
 class Decision:
-    picked: FormTiming
+    precision: str  # what auto loads
     free: int  # bytes available when auto was decided
-    measurement: Measurement
+    measurement: Measurement | None  # None: the machine was too busy to time, and the rule decided
+
+    @property
+    def timing(self) -> FormTiming | None:
+        forms = self.measurement.forms if self.measurement is not None else ()
+        return next((form for form in forms if form.precision == self.precision), None)
+
+
+def rule(native_bf16: bool) -> str:
+    """auto without a measurement: bfloat16 where the CPU multiplies it natively, else int8 (the least memory)."""
+    return "bf16" if native_bf16 else "int8"
 
 
 @functools.cache
 def auto_decision() -> Decision:
-    """What auto loads in this process: decided at its first load (measured once per CPU, the memory read then) and
+    """What auto loads in this process: decided at its first load (timed once per CPU, the memory read then) and
     kept, so that a loaded pair, which takes memory itself, never makes auto name another."""
+    from .fastpath import native_bfloat16
+
     measurement, free = measured(), available_memory()
-    return Decision(choose(measurement, free), free, measurement)
+    if measurement is None:
+        return Decision(rule(native_bfloat16(torch.device("cpu"))), free, None)
+    return Decision(choose(measurement, free).precision, free, measurement)
 
 
-def auto_choice() -> FormTiming:
-    return auto_decision().picked
+def auto_choice() -> Decision:
+    return auto_decision()
 
 
 def auto_reason() -> str:
     """What auto picked on this CPU and why, in the sidebar's words."""
     decision = auto_decision()
-    picked, measurement = decision.picked, decision.measurement
+    name, measurement, timing = NAMES[decision.precision], decision.measurement, decision.timing
+    if measurement is None or timing is None:
+        return (
+            f"auto picked {name} by the rule (bfloat16 where the CPU multiplies it natively, else int8): the machine "
+            "was too busy at the first load to time the precisions. Restart the app on a quiet machine to have them "
+            "timed once."
+        )
     checks = ", ".join(f"{form.verify_steps:.2f} in {NAMES[form.precision]}" for form in measurement.forms)
     left_out = [NAMES[form.precision] for form in measurement.forms if not fits(form.precision, decision.free)]
     gib = decision.free / 2**30
     fit = f"; {' and '.join(left_out)} did not fit in the {gib:.1f} GiB then available" if left_out else ""
     if len(left_out) == len(measurement.forms):
-        fit = f"; none fit in the {gib:.1f} GiB then available, and {NAMES[picked.precision]} is the smallest"
+        fit = f"; none fit in the {gib:.1f} GiB then available, and {name} is the smallest"
     return (
-        f"auto picked {NAMES[picked.precision]}: of the precisions that fit, it should speculate fastest here. "
+        f"auto picked {name}: of the precisions that fit, it should speculate fastest here. "
         f"Timed on this CPU on {measurement.measured} (kept for it): checking 8 drafts costs {checks} plain steps; "
-        f"a draft step costs {picked.c:.2f} of a target step in {NAMES[picked.precision]}{fit}."
+        f"a draft step costs {timing.c:.2f} of a target step in {name}{fit}."
     )
