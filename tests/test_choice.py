@@ -51,6 +51,14 @@ def test_a_smaller_precision_within_the_margin_is_preferred():
     assert choice.choose(MEASURED, free=64 * GIB).precision == "fp32"  # 12.5% faster is not
 
 
+def test_a_precision_whose_verify_costs_several_steps_is_passed_over():
+    steep = dataclasses.replace(timing("int8", 20.0), verify_steps=2.5)  # fastest by the model, a verify of 2.5 steps
+    forms = (timing("fp32", 9.0), timing("bf16", 8.0), steep)
+    assert choice.choose(choice.Measurement("a CPU", "2026-12-07", 2, forms), free=64 * GIB).precision == "fp32"
+    all_steep = tuple(dataclasses.replace(form, verify_steps=3.0) for form in forms)
+    assert choice.choose(choice.Measurement("a CPU", "2026-12-07", 2, all_steep), free=64 * GIB).precision == "int8"
+
+
 def test_a_chooser_blind_to_memory_would_be_caught():
     blind = max(MEASURED.forms, key=lambda form: form.speed)
     assert blind.precision != choice.choose(MEASURED, free=need("bf16") + GIB // 2).precision

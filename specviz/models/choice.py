@@ -15,10 +15,13 @@ load on a CPU, a few seconds of forwards (cached per CPU, torch, kernel settings
 
 Each is timed by the wall clock at the process's threads, in turns, keeping its least; only on a quiet machine (a
 busy one's timings are the other work's: one thread's CPU time was tried, and its ranking was not the real runs'),
-else auto follows the rule (bfloat16 where native, else int8) until a quiet first load. auto is the precision with
-the highest speed among those whose pair fits in the memory available then (with room for a run), unless a smaller
-one is within MARGIN of it; decided once per process, the timings once per CPU. Timed for the built-in pair's
-shapes; another pair on the CPU gets the same choice, an approximation.
+else auto follows the rule (bfloat16 where native, else int8) until a quiet first load. auto is, among the precisions
+whose pair fits in the memory available then (with room for a run) and whose verify of 8 drafts costs at most
+FLAT_VERIFY plain steps (all that fit if none does), the one with the highest speed, unless a smaller one is within
+MARGIN of it. The speed is a model's and ranked int8 above bfloat16 here, which the real runs do not (int8's verify
+grows with its rows, and the auto schedule drafts long): the verify's flatness, measured well, decides first.
+Decided once per process, the timings once per CPU. Timed for the built-in pair's shapes; another pair on the CPU
+gets the same choice, an approximation.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ CONTEXT = 64  # tokens in the cache while timing: a short answer's
 ROOM = 1 << 30  # left free for a run's caches and the app
 TIMING = "timing 3"  # in the cache key: bump when the timing changes (1 was kept from a busy machine)
 BUSY = 0.5  # a load average above this share of the cores: too busy to time
+FLAT_VERIFY = 1.5  # a verify of 8 drafts at most this many plain steps: speculation can pay (issue 54's bound)
 MARGIN = 0.10  # a larger precision must be predicted this much faster to be chosen over a smaller one
 FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "avx512_vnni", "amx_int8")
 ENVIRONMENT = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "OMP_NUM_THREADS")
@@ -248,14 +252,17 @@ def fits(precision: str, free: int | None = None) -> bool:
 
 
 def choose(measurement: Measurement, free: int | None = None) -> FormTiming:
-    """The fastest precision that fits, unless a smaller one is within MARGIN of it (then the smallest such: less
-    memory for about the same speed); when none fits, the smallest (the load's memory check then says why)."""
+    """Among the precisions that fit, those whose verify of 8 drafts costs at most FLAT_VERIFY plain steps (where
+    speculation pays; all of them if none does), the fastest, unless a smaller one is within MARGIN of it (then the
+    smallest such: less memory for about the same speed). When none fits, the smallest (the load's memory check then
+    says why)."""
     fitting = [form for form in measurement.forms if fits(form.precision, free)]
     smallest = lambda form: PRECISIONS[form.precision].bytes_per_weight  # noqa: E731
     if not fitting:
         return min(measurement.forms, key=smallest)
-    best = max(form.speed for form in fitting)
-    return min((form for form in fitting if form.speed * (1 + MARGIN) >= best), key=smallest)
+    pool = [form for form in fitting if form.verify_steps <= FLAT_VERIFY] or fitting
+    best = max(form.speed for form in pool)
+    return min((form for form in pool if form.speed * (1 + MARGIN) >= best), key=smallest)
 
 
 NAMES = {"fp32": "float32", "bf16": "bfloat16", "int8": "int8"}
@@ -311,7 +318,10 @@ def auto_reason() -> str:
     if len(left_out) == len(measurement.forms):
         fit = f"; none fit in the {gib:.1f} GiB then available, and {name} is the smallest"
     return (
-        f"auto picked {name}: of the precisions that fit, it should speculate fastest here. "
+        f"auto picked {name}: it fits, checks 8 drafts for {timing.verify_steps:.2f} plain steps "
+        f"({'at most' if timing.verify_steps <= FLAT_VERIFY else 'more than'} {FLAT_VERIFY}: "
+        f"{'speculation can pay' if timing.verify_steps <= FLAT_VERIFY else 'none that fits checks them for less'}), "
+        "and should speculate fastest of those. "
         f"Timed on this CPU on {measurement.measured} (kept for it): checking 8 drafts costs {checks} plain steps; "
         f"a draft step costs {timing.c:.2f} of a target step in {name}{fit}."
     )
