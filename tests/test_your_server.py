@@ -235,3 +235,19 @@ def test_addresses_it_does_not_fetch(url, words):
     url = url or f"http://127.0.0.1:{refused_port()}/metrics"
     with pytest.raises(scrape.ScrapeError, match=words):
         scrape.scrape(url, timeout=1.0)
+
+
+def test_bench_metrics_out_text_reads_back_as_the_bench_counted():
+    from specviz.decoding.exposition import exposition
+    from specviz.decoding.metrics import SpecMetrics
+
+    counted = SpecMetrics.from_rounds([(2, 3), (0, 3), (3, 3), (1, 3), (0, 0)])
+    other = SpecMetrics.from_rounds([(1, 2)])
+    found = sm.read_exposition(exposition("target", {"model": counted, "ngram": other}), 0.0)
+    assert found.series == 'method="model", model_name="target"'
+    assert found.others == ('method="ngram", model_name="target"',)
+    m = found.counters.metrics()
+    assert (m.drafts, m.draft_tokens) == (counted.drafts, counted.draft_tokens)
+    assert m.accepted_tokens == counted.accepted_tokens
+    assert m.acceptance_rate == counted.acceptance_rate and m.mean_acceptance_length == counted.mean_acceptance_length
+    assert m.conditional_acceptance_rate == pytest.approx(counted.conditional_acceptance_rate)  # drafts all 3 long
