@@ -45,7 +45,7 @@ def test_the_count_sees_what_a_reader_sees():
         "old",
         "heads",
         "Medusa or EAGLE at γ 5?",
-        (("cfg.gamma", 5),),
+        (("gamma", 5),),
         "EAGLE ahead here: the EAGLE head is right 42% of the time (top-5 63%), Medusa's head 1 is right 38% of the "
         "time (top-5 61%), trained on the same 18,858 tokens. The gap is about twice another seed's (about 2 points).",
         "Medusa's heads 2 to 4 are blind (20%, 13%, 8%); one layer trained for 222 s on 18,858 tokens. Kept with "
