@@ -8,12 +8,9 @@ from helpers.app import finish, go, open_app, state
 
 
 def test_the_same_request_twice_drafts_the_first_answer_back(monkeypatch, tmp_path):
-    import specviz.drafters.traffic as traffic
-
-    # An earlier test's run in this process fills the pair's process-wide store, and this session's first traffic run
-    # here drafted from it (the full suite, 2026-12-07: 26 of 26 accepted on the first run). Open: a private session
-    # should never read that store; the stop's note hands it on. Here the test starts from an empty one.
-    monkeypatch.setattr(traffic, "_STORES", {})
+    # A private store, the case the section teaches. AppTest's server is loopback, where the store is shared by design
+    # (one person's machine), so an earlier test's runs in this process would already be in it.
+    monkeypatch.setenv("SPECVIZ_SHARED_TRAFFIC", "0")
     at = go(open_app(monkeypatch, tmp_path), "learning")
     words = "\n".join(m.value for m in at.markdown)
     assert "Why your traffic is yours" in words and "the speed alone tells that someone asked it before" in words
