@@ -147,8 +147,8 @@ def compute_dtype(device: torch.device, precision: Precision | None = None) -> t
 
 
 def cpu_precision(name: str, device: torch.device) -> Precision | None:
-    """The CPU's precision for this name (auto: the one measured fastest that fits, models/choice.py); None off the
-    CPU, where the dtype is the GPU's."""
+    """The CPU's precision for this name (auto: models/choice.py's pick, timed at the first load); None off the CPU,
+    where the dtype is the GPU's."""
     if device.type != "cpu":
         return None
     if name == "auto":
