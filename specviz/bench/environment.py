@@ -68,15 +68,9 @@ class PeakMemory:
 def device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    name = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{name} ({os.cpu_count()} CPUs)"
+    from specviz.models.fastpath import cpu_description
+
+    return f"{cpu_description()[0]} ({os.cpu_count()} CPUs)"
 
 
 def environment(pair) -> dict[str, Any]:

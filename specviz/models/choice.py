@@ -29,7 +29,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import platform
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -73,16 +72,9 @@ class Measurement:
 
 def cpu_key() -> str:
     """The CPU as the kernels see it: model name, the instruction sets that pick kernels, the kernel settings."""
-    name, flags = platform.processor() or platform.machine(), set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "model name":
-                name = value.strip()
-            elif key.strip() == "flags":
-                flags = set(value.split())
-    except OSError:
-        pass
+    from .fastpath import cpu_description
+
+    name, flags = cpu_description()
     settings = [f"{var}={os.environ[var]}" for var in ENVIRONMENT if os.environ.get(var)]
     have = [flag for flag in FLAGS if flag in flags]
     return " | ".join([name, ",".join(have), ",".join(settings), f"torch {torch.__version__}", TIMING])

@@ -285,6 +285,24 @@ def dynamic_linear(weight: torch.Tensor, bias: torch.Tensor | None) -> torch.nn.
     return module
 
 
+def cpu_description() -> tuple[str, frozenset[str]]:
+    """(this CPU's model name, its instruction-set flags) from /proc/cpuinfo's first processor; elsewhere the
+    platform's name and no flags."""
+    import platform
+    from pathlib import Path
+
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        lines = []
+    first: dict[str, str] = {}
+    for line in lines:
+        key, _, value = line.partition(":")
+        first.setdefault(key.strip(), value.strip())
+    name = first.get("model name") or platform.processor() or platform.machine()
+    return name, frozenset(first.get("flags", "").split())
+
+
 def native_bfloat16(device: torch.device) -> bool:
     """bfloat16 matmuls run natively here (a GPU, or a CPU with AVX512-BF16 or AMX): faster than float32.
     On an AVX2-only CPU oneDNN emulates them, slower than float32 (docs/notes/2026-12-engine.md,
