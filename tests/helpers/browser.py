@@ -63,7 +63,12 @@ def served(folder: Path, env_extra: dict[str, str], address: str = "localhost") 
 
 
 def set_max_new_tokens(page, count: int) -> None:
+    from playwright.sync_api import expect
+
     tokens = page.get_by_label("Max new tokens")
+    # while a rerun draws (a second visitor's first load, under load) the stale input and its replacement can both be
+    # on the page for a moment: wait for the one that stays (seen once in CI: "resolved to 2 elements")
+    expect(tokens).to_have_count(1, timeout=30_000)
     tokens.fill(str(count))
     tokens.press("Enter")
 
