@@ -8,11 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers.app import APP, ROOT, finish, go
+from helpers.app import APP, ROOT, finish, go, state
 from streamlit.testing.v1 import AppTest
 
 from specviz import charts, markup, ui
-from specviz.lessons import theory
+from specviz.lessons import lab, theory
+from specviz.lessons.advisor import advise
 
 REAL_CURVE = ROOT / "assets" / "verify_curve_cpu.json"
 A_GRID = [0.1, 0.3, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95]
@@ -316,3 +317,11 @@ def test_theory_plots_this_sessions_runs(app):  # noqa: F811
     table = tables[0].value
     assert "measured speed-up" in table.columns and len(table) == 1
     assert table["c"].iloc[0] > 0 and 0 <= table["Leviathan's a"].iloc[0] <= 1
+    trace = state(app, "step").trace
+    metrics = lab.run_metrics(trace)
+    assert table["mean acceptance length"].iloc[0] == round(metrics.mean_acceptance_length, 2)
+    # The Your server page's advisor on this run: its own rates by position, its own c (issue 58).
+    advice = advise(metrics.conditional_acceptance_rate, lab.measured_point(trace).c)
+    assert any(s.value == advice.sentence for s in app.success), [s.value for s in app.success]
+    assert any(f"own c = {advice.c:.3f}" in m for m in page_text(app).splitlines())
+    assert any(f"best length = {advice.best}" in n for n in chart_names(app))

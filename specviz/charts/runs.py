@@ -160,7 +160,7 @@ def group_figure(stats: Sequence[GroupStat], title: str) -> go.Figure:
     fig.add_bar(
         name="mean acceptance length",
         x=names,
-        y=[s.tokens_per_round for s in stats],
+        y=[s.mean_acceptance_length for s in stats],  # None (never drafted): no bar
         marker_color=COLORS["p"],
         yaxis="y2",
         offsetgroup=1,

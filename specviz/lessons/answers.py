@@ -107,7 +107,7 @@ def _race(screen: Screen, name: str, expected: str) -> str:
     within = f"a draw ({ahead} a little faster, too close to call)"
     won = {"better": "speculation won", "worse": "plain decoding won", "about the same": within}[verdict]
     words = f"Here {won}: Speed-up {times(measured)} ({live(t)}), a round committed {costs.tokens_per_round:.2f}"
-    words += " tokens (the mean acceptance length)"
+    words += " tokens (new tokens ÷ rounds)"
     if costs.verify_in_steps is not None:
         words += f" and a verify pass cost {costs.verify_in_steps:.1f} plain steps"
     recording = screen.recordings.get(name)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from specviz.decoding.config import SpecConfig
@@ -160,6 +160,12 @@ class GroupStat:
     accepted: int
     new_tokens: int
     seconds: float
+    metrics: SpecMetrics = field(default_factory=SpecMetrics)  # the group's counters, added up (metrics.py)
+
+    @property
+    def mean_acceptance_length(self) -> float | None:
+        """1 + accepted / drafts (rounds that drafted), the group's runs together; None if none drafted."""
+        return self.metrics.mean_acceptance_length
 
     @property
     def acceptance_rate(self) -> float:
@@ -193,6 +199,7 @@ def group_stats(runs: Iterable[LabRun], key: Callable[[LabRun], str]) -> list[Gr
                 accepted=sum(x.accepted for x in s),
                 new_tokens=sum(x.new_tokens for x in s),
                 seconds=sum(x.seconds - x.prefill_seconds for x in s),
+                metrics=sum((run_metrics(m.trace) for m in members), SpecMetrics()),
             )
         )
     return stats
@@ -385,7 +392,7 @@ def _cancelled(trace: Trace) -> bool:
 @dataclass(frozen=True)
 class MeasuredPoint:
     label: str
-    a: float  # acceptance rate, from the mean accepted prefix per round (Leviathan's a)
+    a: float  # Leviathan's a (the expected acceptance, not the acceptance rate), from the mean accepted prefix
     g: float  # mean draft length per round
     tokens_per_round: float  # measured E[tokens per round]
     c: float | None  # draft time per draft forward / target time per token (needs a baseline)

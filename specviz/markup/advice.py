@@ -35,7 +35,7 @@ def slow_run_markdown(slow: SlowRun) -> str:
             f"**Why was this run slower than plain decoding ({f(slow.measured, '.2f')}×)?**",
             f"**Acceptance.** Acceptance rate {f(slow.acceptance_rate * 100, '.0f')}%: with "
             f"γ ≈ {f(slow.gamma, '.1f')} drafted per round, a round committed {f(slow.tokens_per_round, '.2f')} "
-            f"tokens (the mean acceptance length), which Leviathan's a = {f(slow.a, '.2f')} explains. "
+            f"tokens (new tokens ÷ rounds), which Leviathan's a = {f(slow.a, '.2f')} explains. "
             "The rate is accepted ÷ drafted; a is the chance one drafted token is kept, higher because the rate "
             "also counts the tokens thrown away unchecked after a rejection.",
             f"**Costs.** One draft forward cost c = {f(slow.c, '.2f')} of a plain target step, so a round's "

@@ -60,6 +60,11 @@ def curve_origin(curve: dict) -> str:
     return recorded_on(curve.get("device_name"), curve.get("dtype"), curve.get("measured_at"))
 
 
+def length_shown(length: float | None) -> str:
+    """A run's mean acceptance length (1 + accepted / drafts); '—' where it never drafted (no drafts: 0 / 0)."""
+    return "—" if length is None else f"{length:.2f}"
+
+
 def rate_shown(drafted: int, rate: float) -> str:
     """A run's acceptance rate (accepted / drafted) as a percentage; '—' where it drafted nothing (no rate: 0 / 0)."""
     return "—" if not drafted else f"{rate:.0%}"

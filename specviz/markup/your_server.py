@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import urllib.parse
 
+from specviz.decoding.config import SpecConfig
 from specviz.lessons.advisor import Advice
 from specviz.lessons.server_metrics import Window
 
@@ -99,3 +100,33 @@ def cost_words(advice: Advice, source: str) -> str:
         f"A round of k drafts costs k·c + 1 target steps (Leviathan et al.), with c = {advice.c:.2f} ({source}): "
         "one draft step ÷ one target step on your server."
     )
+
+
+def theory_advice_words(own_c: bool, c: float, config: SpecConfig, origin: str) -> str:
+    """Markdown beside Theory's advice for one of the app's runs: what it is computed from (`origin`: where the run
+    was measured, markup.trace_origin_words), and what it leaves out."""
+    cost = (
+        f"that run's own c = {c:.3f} (its draft forward ÷ its plain decoding step, {origin})"
+        if own_c
+        else f"the slider's c = {c:.2f} (the run timed no plain decoding)"
+    )
+    words = (
+        "The advisor of the **Your server** page, on this run: its acceptance by position (accepted at i ÷ drafts "
+        f"that reached i) gives each shorter draft's expected tokens per verify, and a round of k drafts costs "
+        f"k·c + 1 target steps with {cost}."
+    )
+    if config.lookahead or config.alternatives or config.schedule != "constant":
+        words += (
+            " It models a plain chain of drafts of one length: this run's "
+            + ", ".join(
+                part
+                for part, on in (
+                    ("lookahead", config.lookahead),
+                    ("alternatives", config.alternatives),
+                    (f"{config.schedule} schedule", config.schedule != "constant"),
+                )
+                if on
+            )
+            + " changed its drafts' lengths or what a round keeps, which the advice does not count."
+        )
+    return words

@@ -6,7 +6,11 @@ from __future__ import annotations
 import streamlit as st
 
 from specviz import charts, markup
+from specviz.charts.your_server import advice_figure
 from specviz.lessons import lab, theory
+from specviz.lessons.advisor import advise
+from specviz.markup import your_server as your_server_words
+from specviz.traces.trace import Trace
 
 from .files import curves_dir
 from .recorded import how_recorded, recorded_points
@@ -126,7 +130,7 @@ def runs_section(a: float, g: int, c: float, curve: dict | None) -> None:
                     "Leviathan's a": round(pt.a, 3),
                     "γ": round(pt.g, 2),
                     "c": round(pt.c, 3) if pt.c is not None else None,
-                    "mean acceptance length": round(pt.tokens_per_round, 2),
+                    "mean acceptance length": lab.mean_acceptance_length(trace),
                     "measured": markup.trace_origin_words(trace, not is_recorded(pt.label), plain=True),
                 }
                 for pt, trace in found
@@ -134,3 +138,21 @@ def runs_section(a: float, g: int, c: float, curve: dict | None) -> None:
             hide_index=True,
             key=key("theory", "table"),
         )
+    advice_section(found[-1], c)
+
+
+def advice_section(latest: tuple[lab.MeasuredPoint, Trace], c_slider: float) -> None:
+    """The Your server page's draft-length advisor (lessons/advisor.py) on the latest run's own acceptance by
+    position, with that run's own c where it timed plain decoding (else the slider's)."""
+    point, trace = latest
+    metrics = lab.run_metrics(trace)
+    advice = advise(metrics.conditional_acceptance_rate, point.c if point.c is not None else c_slider)
+    if advice is None:
+        return
+    st.markdown(f"#### Which draft length would have been fastest for {markup.md(point.label)}?")
+    a1, a2 = st.columns([3, 2], gap="large")
+    a1.plotly_chart(advice_figure(advice), key=key("theory", "advice"), config=NO_BAR)
+    with a2:
+        origin = markup.trace_origin_words(trace, not is_recorded(point.label))
+        st.markdown(your_server_words.theory_advice_words(point.c is not None, advice.c, trace.config, origin))
+        st.success(advice.sentence, icon=":material/tips_and_updates:")

@@ -197,10 +197,13 @@ def _costs(trace: Trace) -> None:
         f"{costs.draft_forward * 1000:.0f} ms" if costs.draft_forward else "none",
         help="The n-gram drafter has no model: drafting is almost free.",
     )
+    mean_length = markup.length_shown(lab.mean_acceptance_length(trace))
     m2.metric(
-        "Mean acceptance length",
+        "Tokens per round",
         f"{costs.tokens_per_round:.2f}",
-        help="Tokens per target pass, bonus included. Acceptance rate (accepted ÷ drafted tokens): "
+        help="New tokens ÷ rounds (target passes), bonus included: the formula's tokens per pass below. Mean "
+        f"acceptance length (1 + accepted ÷ drafts, rounds that drafted): {mean_length}. "
+        "Acceptance rate (accepted ÷ drafted tokens): "
         f"{markup.rate_shown(trace.summary.drafted, trace.summary.acceptance_rate)}.",
     )
     st.markdown(

@@ -10,6 +10,7 @@ import streamlit as st
 
 from specviz import charts, markup
 from specviz.decoding.config import SpecConfig
+from specviz.lessons import lab
 from specviz.runs import speedup
 from specviz.serving.jobs import Job
 from specviz.traces.trace import RoundEvent, TokenEvent, Trace
@@ -104,9 +105,10 @@ def summary_metrics(trace: Trace) -> None:
     cols[1].metric("Rounds (target passes)", s.rounds)
     cols[2].metric(
         "Mean acceptance length",
-        f"{s.new_tokens / s.rounds:.2f}" if s.rounds else "—",
-        help="Tokens per target pass, bonus included (new tokens ÷ rounds): the speed-up if drafting were free "
-        "and a verify pass cost as much as one plain step.",
+        markup.length_shown(lab.mean_acceptance_length(trace)),
+        help="1 + accepted ÷ drafts (rounds that drafted): the tokens a verify pass with a draft commits, bonus "
+        f"included. Over every round, empty drafts too: {s.new_tokens / s.rounds if s.rounds else 0:.2f} new tokens "
+        "per round, the speed-up if drafting were free and a verify pass cost as much as one plain step.",
     )
     cols[3].metric(
         "Acceptance rate",
