@@ -380,6 +380,7 @@ def test_bench_through_the_cli_on_a_local_pair(local_pair, tmp_path, capsys, fro
     assert code == 0
     doc = json.loads(out.read_text())
     assert_metrics_file(tmp_path / "metrics.prom", doc, [r for r in doc["runs"] if r["method"] == "speculative"])
+    assert_page_numbers_printed(tmp_path / "metrics.prom", doc, printed)
     assert doc["settings"]["methods"] == ["baseline", "speculative", "hf_matched"]
     assert doc["settings"]["aggregate"] == "mean" and doc["settings"]["config"]["schedule"] == "auto"
     assert doc["settings"]["hf_matched"]["num_assistant_tokens"] == doc["settings"]["config"]["gamma_max"] == 16
@@ -394,6 +395,25 @@ def vllm_family(path, name: str):
 
     (family,) = [f for f in text_string_to_metric_families(path.read_text()) if f.name == f"vllm:spec_decode_{name}"]
     return family
+
+
+def assert_page_numbers_printed(path, doc, printed: str) -> None:
+    """The file read as the Your server page reads a scrape: its counters, the bench's times beside them, and so the
+    page's rates and advice, are the ones the bench printed under "Prometheus metrics"."""
+    from specviz.lessons.advisor import advise
+    from specviz.lessons.server_metrics import read_exposition
+
+    found = read_exposition(path.read_text(), 0.0)
+    curve = doc["verify_curve"]
+    assert found.timing["target_seconds"] == pytest.approx(curve["target_seconds"], rel=1e-12)
+    assert found.timing["draft_step_seconds"] == pytest.approx(curve["draft_step_seconds"], rel=1e-12)
+    assert found.timing["device_name"] == curve["device_name"] and found.timing["dtype"] == curve["dtype"]
+    m = found.counters.metrics()
+    rate = f"acceptance rate {m.acceptance_rate:.1%}" if m.drafts else "acceptance rate —"
+    assert f"{m.drafts} drafts, {m.draft_tokens} drafted tokens, {m.accepted_tokens} accepted: {rate}" in printed
+    advice = advise(m.conditional_acceptance_rate, 0.0, found.timing) if m.accepted_per_position else None
+    if advice is not None:
+        assert advice.sentence in printed and f"c = {advice.c:.3f}, verify as this bench timed it" in printed
 
 
 def assert_metrics_file(path, doc, runs) -> None:

@@ -251,3 +251,24 @@ def test_bench_metrics_out_text_reads_back_as_the_bench_counted():
     assert m.accepted_tokens == counted.accepted_tokens
     assert m.acceptance_rate == counted.acceptance_rate and m.mean_acceptance_length == counted.mean_acceptance_length
     assert m.conditional_acceptance_rate == pytest.approx(counted.conditional_acceptance_rate)  # drafts all 3 long
+
+
+def test_the_bench_s_times_read_back_beside_its_counters_and_an_engine_s_text_has_none():
+    from specviz.decoding.exposition import exposition
+    from specviz.decoding.metrics import SpecMetrics
+
+    counted = SpecMetrics.from_rounds([(2, 3), (0, 3), (3, 3)])
+    curve = {"target_seconds": [0.2, 0.21, 0.23, 0.26], "draft_step_seconds": 0.05, "device_name": "A CPU",
+             "dtype": "bfloat16", "measured_at": "2026-12-07T12:00:00"}  # fmt: skip
+    found = sm.read_exposition(exposition("target", {"model": counted}, curve), 0.0)
+    assert found.timing["target_seconds"] == curve["target_seconds"] and found.timing["target_step_seconds"] == 0.2
+    assert found.timing["draft_step_seconds"] == 0.05 and found.timing["device_name"] == "A CPU"
+    advice = advise(found.counters.metrics().conditional_acceptance_rate, 0.0, found.timing)
+    assert advice.measured and advice.c == pytest.approx(0.25)
+    assert sm.read_exposition(exposition("target", {"model": counted}), 0.0).timing is None  # the counters alone
+    assert sm.read_exposition(vllm_text(10, 30, 15, (8, 5, 2)), 0.0).timing is None  # a serving engine's
+    broken = exposition("target", {"model": counted}, {**curve, "target_seconds": [0.2, -1.0]})
+    found = sm.read_exposition(broken, 0.0)  # a time that is not positive: no times, the counters still read
+    assert found.timing is None and found.counters.drafts == 3
+    gap = exposition("target", {"model": counted}, curve).replace('specviz_verify_seconds{drafted="1"}', "x_1")
+    assert sm.read_exposition(gap, 0.0).timing is None  # a verify length missing

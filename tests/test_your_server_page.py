@@ -114,3 +114,30 @@ def test_a_loopback_server_reads_a_typed_address_and_says_each_failure_in_one_li
     assert any("publishes no per-position counts" in c for c in texts(at.caption)) and not at.success
     box().set_value(server + "/sglang").run()
     assert {m.label for m in at.metric} >= {"acceptance rate (SGLang's)", "mean acceptance length (SGLang's)"}
+
+
+def test_a_bench_metrics_file_is_costed_with_the_times_the_bench_wrote_beside_it(monkeypatch, tmp_path, address):
+    """A `bench --metrics-out` file, served: the advice takes the bench's own c and verify times from the file (the
+    ones its bench printed beside the same advice), with no c to type; the counters alone ask for one."""
+    from specviz.decoding.exposition import exposition
+    from specviz.decoding.metrics import SpecMetrics
+
+    counted = SpecMetrics.from_rounds([(8, 8), (3, 8), (8, 8), (1, 8), (5, 8), (8, 8), (0, 8)])
+    curve = {"target_seconds": [0.18 + 0.002 * g for g in range(9)], "draft_step_seconds": 0.045,
+             "device_name": "A test CPU", "dtype": "bfloat16", "measured_at": "2026-12-07T12:00:00"}  # fmt: skip
+    routes = {"/bench": answer(exposition("target", {"model": counted}, curve)), "/counters": answer(exposition(
+        "target", {"model": counted}))}  # fmt: skip
+    address("localhost")
+    with metrics_server(routes) as url:
+        at = read(page(monkeypatch, tmp_path), your_server.TYPED)
+        at.text_input(key="your_server.url").set_value(url + "/bench").run()
+        assert not at.exception and not at.warning
+        timing = {**curve, "format": "specviz-verify-curve", "target_step_seconds": 0.18}
+        advice = advise(counted.conditional_acceptance_rate, 0.0, timing)
+        assert [s.value for s in at.success] == [advice.sentence]
+        assert any(f"c = {advice.c:.3f}" in c and "A test CPU" in c for c in texts(at.caption))
+        assert not any(n.key == "your_server.c" for n in at.number_input)  # nothing to type: the bench timed it
+        at.text_input(key="your_server.url").set_value(url + "/counters").run()
+        assert not at.exception
+        assert at.number_input(key="your_server.c").value == 0.1  # the negative control: no times, Theory's c
+        assert [s.value for s in at.success] == [advise(counted.conditional_acceptance_rate, 0.1).sentence]

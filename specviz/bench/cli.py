@@ -258,13 +258,14 @@ def stream_main(args: argparse.Namespace) -> int:
 
 def _write_metrics(args: argparse.Namespace, doc: dict) -> None:
     """--metrics-out: the document's drafting counters in the serving engines' Prometheus names (metrics_out.py)."""
-    from .metrics_out import write_metrics
+    from .metrics_out import metrics_summary, write_metrics
 
     if args.metrics_out:
         path = Path(args.metrics_out).expanduser()
         with writing(path, "--metrics-out"):
             write_metrics(path, doc)
         print(f"Prometheus metrics: {path}")
+        print(metrics_summary(doc))
 
 
 def check_modes(args: argparse.Namespace) -> None:

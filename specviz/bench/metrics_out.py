@@ -12,6 +12,7 @@ from typing import Any
 
 from specviz.decoding.exposition import exposition
 from specviz.decoding.metrics import SpecMetrics
+from specviz.lessons.advisor import advise
 
 DRAFTERS_FORMAT = "specviz-drafters"
 
@@ -46,5 +47,49 @@ def bench_metrics(doc: dict[str, Any]) -> dict[str, SpecMetrics]:
 
 
 def write_metrics(path: Path, doc: dict[str, Any]) -> None:
-    """The exposition text of bench_metrics(doc), labelled with the target's name."""
-    path.write_text(exposition(doc["pair"]["target"], bench_metrics(doc)), encoding="utf-8")
+    """The exposition text of bench_metrics(doc), labelled with the target's name, with the times of the bench's
+    verify-cost curve where it measured one."""
+    path.write_text(exposition(doc["pair"]["target"], bench_metrics(doc), doc.get("verify_curve")), encoding="utf-8")
+
+
+def _share(value: float | None, spec: str) -> str:
+    return "—" if value is None else format(value, spec)
+
+
+def metrics_summary(doc: dict[str, Any]) -> str:
+    """What the Your server page shows of the --metrics-out file, printed by the bench that wrote it: each drafter's
+    counters in the serving engines' words, the rate of each position among the drafts that reached it, and the
+    draft-length advice (lessons/advisor.py) costed with this bench's verify-cost curve where it measured one. The
+    rates and the advice are the page's: from the counters alone (SpecMetrics.from_counters, as a scrape gives
+    them), with the bench's exact rates beside them where some drafts were shorter."""
+    curve = doc.get("verify_curve")
+    timed = curve if curve is not None and curve.get("draft_step_seconds") else None
+    lines = []
+    for drafter, exact in bench_metrics(doc).items():
+        published = (exact.drafts, exact.draft_tokens, exact.accepted_tokens, exact.accepted_per_position)
+        m = SpecMetrics.from_counters(*published)  # what a scrape of the file gives the page
+        lines.append(
+            f"  {drafter}: {m.drafts} drafts, {m.draft_tokens} drafted tokens, {m.accepted_tokens} accepted: "
+            f"acceptance rate {_share(m.acceptance_rate, '.1%')} (accepted ÷ drafted), mean acceptance length "
+            f"{_share(m.mean_acceptance_length, '.2f')} (1 + accepted ÷ drafts)"
+        )
+        if not m.accepted_per_position:
+            continue
+        rates = m.conditional_acceptance_rate
+        lines.append("    kept at position 1, 2, ... ÷ drafts that reached it: " + _rates(rates))
+        if m.reached_estimated:
+            lines.append(
+                "      (from the counters, as the page reads them: some drafts were shorter, so these are lower "
+                "bounds; counted round by round: " + _rates(exact.conditional_acceptance_rate) + ")"
+            )
+        advice = advise(rates, 0.0, timed) if timed is not None else None
+        if advice is None:
+            continue
+        rows = " ".join(f"{r.length}:{r.speedup:.2f}x" for r in advice.rows)
+        lines.append(f"    the Your server page's advice (c = {advice.c:.3f}, verify as this bench timed it): {rows}")
+        lines.append(f"    {advice.sentence}")
+    return "\n".join(lines)
+
+
+def _rates(rates: tuple[float | None, ...]) -> str:
+    return " ".join(_share(r, ".2f") for r in rates)

@@ -27,10 +27,13 @@ from typing import Literal
 from pydantic import ValidationError
 
 from specviz import ASSETS
+from specviz.decoding.exposition import DRAFT_STEP, TIMING_INFO, TIMING_LABELS, VERIFY
 from specviz.decoding.metrics import SpecMetrics
 from specviz.errors import UserError, refusal
 from specviz.traces.check import Fields, Float, Str, parse_json
 from specviz.traces.refused import Refused
+
+from .theory import VerifyCurve
 
 MAX_POSITIONS = 64  # positions read from one scrape (vLLM's num_speculative_tokens is rarely above 8)
 MAX_SERIES = 64  # label sets (models, methods) of speculative counters in one scrape
@@ -103,6 +106,7 @@ class Scrape:
     started_at: float | None = None  # process_start_time_seconds, where the server publishes it
     series: str = ""  # the labels of the series read (series_name), summed over engines (data-parallel ranks)
     others: tuple[str, ...] = ()  # other series the endpoint publishes (another model or method)
+    timing: dict | None = None  # the times specviz's bench wrote beside its counters, as a verify-cost curve
 
 
 def _families(text: str) -> list:
@@ -190,6 +194,35 @@ def _counters(counts: dict[str, dict[int, int]], prefix: str) -> Counters:
     return Counters(drafts, tokens, accepted, per_position)
 
 
+def _timing(samples: list[tuple[str, dict, float]]) -> dict | None:
+    """The times specviz's bench writes beside its counters (decoding/exposition.py), as a verify-cost curve the
+    advice can cost a round with; None where they are absent or unusable (no serving engine publishes them)."""
+    verify: dict[int, float] = {}
+    draft, info = None, {}
+    for name, labels, value in samples:
+        if name == VERIFY:
+            label = labels.get("drafted", "")
+            if label.isascii() and label.isdigit() and int(label) <= MAX_POSITIONS:
+                verify[int(label)] = value
+        elif name == DRAFT_STEP:
+            draft = value
+        elif name == TIMING_INFO:
+            info = labels
+    if draft is None or not verify or sorted(verify) != list(range(len(verify))):
+        return None
+    curve = {
+        "format": "specviz-verify-curve",
+        "target_seconds": [verify[g] for g in range(len(verify))],
+        "target_step_seconds": verify[0],
+        "draft_step_seconds": draft,
+        **{k: info.get(k, "") for k in TIMING_LABELS},
+    }
+    try:
+        return VerifyCurve.model_validate(curve).model_dump()
+    except ValidationError:  # a time that is not positive and finite, a label too long: no timing, the counters stay
+        return None
+
+
 def read_exposition(text: str, at: float, openmetrics: bool = False, prefer: str | None = None) -> Scrape:
     """One scrape's text as a Scrape; ServerMetricsError (one line) for an answer without readable counters. Of
     several series (another model or method label), `prefer`'s if it is there, else the one that drafted most."""
@@ -214,7 +247,7 @@ def read_exposition(text: str, at: float, openmetrics: bool = False, prefer: str
     counters = {name: _counters(counts, prefix) for name, counts in found.items()}
     chosen = prefer if prefer in counters else max(counters, key=lambda name: (counters[name].draft_tokens, name))
     others = tuple(sorted(name for name in counters if name != chosen))
-    return Scrape(engine, counters[chosen], at, {}, started, chosen, others)
+    return Scrape(engine, counters[chosen], at, {}, started, chosen, others, _timing(samples))
 
 
 @dataclass(frozen=True)

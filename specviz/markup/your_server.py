@@ -7,6 +7,7 @@ from __future__ import annotations
 import urllib.parse
 
 from specviz.decoding.config import SpecConfig
+from specviz.decoding.metrics import SpecMetrics
 from specviz.lessons.advisor import Advice
 from specviz.lessons.server_metrics import Window
 
@@ -100,6 +101,24 @@ def cost_words(advice: Advice, source: str) -> str:
         f"A round of k drafts costs k·c + 1 target steps (Leviathan et al.), with c = {advice.c:.2f} ({source}): "
         "one draft step ÷ one target step on your server."
     )
+
+
+FEW_DRAFTS = 30  # below this many drafts, Theory's advice for a run says its rates are rough
+
+
+def theory_advice_run(label: str, metrics: SpecMetrics) -> str:
+    """Markdown: which run Theory's advice reads, how many drafts it counts, what its drafts kept on average."""
+    length = "—" if metrics.mean_acceptance_length is None else f"{metrics.mean_acceptance_length:.2f}"
+    words = (
+        f"For **{md(label)}**: {metrics.drafts} {'draft' if metrics.drafts == 1 else 'drafts'}, mean acceptance "
+        f"length {length}."
+    )
+    if metrics.drafts < FEW_DRAFTS:
+        words += (
+            f" With fewer than {FEW_DRAFTS} drafts the rates by position, and so the advice, are rough: a longer run "
+            "gives steadier ones."
+        )
+    return words
 
 
 def theory_advice_words(own_c: bool, c: float, config: SpecConfig, origin: str) -> str:

@@ -149,10 +149,11 @@ def advice_section(latest: tuple[lab.MeasuredPoint, Trace], c_slider: float) -> 
     advice = advise(metrics.conditional_acceptance_rate, point.c if point.c is not None else c_slider)
     if advice is None:
         return
-    st.markdown(f"#### Which draft length would have been fastest for {markup.md(point.label)}?")
+    st.markdown("#### Which draft length would have been fastest?")  # no run's text in a heading: it becomes an id
     a1, a2 = st.columns([3, 2], gap="large")
     a1.plotly_chart(advice_figure(advice), key=key("theory", "advice"), config=NO_BAR)
     with a2:
         origin = markup.trace_origin_words(trace, not is_recorded(point.label))
-        st.markdown(your_server_words.theory_advice_words(point.c is not None, advice.c, trace.config, origin))
+        words = your_server_words.theory_advice_words(point.c is not None, advice.c, trace.config, origin)
+        st.markdown(your_server_words.theory_advice_run(point.label, metrics) + " " + words)
         st.success(advice.sentence, icon=":material/tips_and_updates:")

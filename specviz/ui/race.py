@@ -199,9 +199,10 @@ def _costs(trace: Trace) -> None:
     )
     mean_length = markup.length_shown(lab.mean_acceptance_length(trace))
     m2.metric(
-        "Tokens per round",
+        "Tokens per target pass",
         f"{costs.tokens_per_round:.2f}",
-        help="New tokens ÷ rounds (target passes), bonus included: the formula's tokens per pass below. Mean "
+        help="New tokens ÷ target passes (rounds, empty drafts included), bonus included: the formula's tokens per "
+        "pass below. Mean "
         f"acceptance length (1 + accepted ÷ drafts, rounds that drafted): {mean_length}. "
         "Acceptance rate (accepted ÷ drafted tokens): "
         f"{markup.rate_shown(trace.summary.drafted, trace.summary.acceptance_rate)}.",

@@ -107,8 +107,8 @@ def summary_metrics(trace: Trace) -> None:
         "Mean acceptance length",
         markup.length_shown(lab.mean_acceptance_length(trace)),
         help="1 + accepted ÷ drafts (rounds that drafted): the tokens a verify pass with a draft commits, bonus "
-        f"included. Over every round, empty drafts too: {s.new_tokens / s.rounds if s.rounds else 0:.2f} new tokens "
-        "per round, the speed-up if drafting were free and a verify pass cost as much as one plain step.",
+        f"included. Over every target pass, empty drafts too: {s.new_tokens / s.rounds if s.rounds else 0:.2f} new "
+        "tokens per pass, the speed-up if drafting were free and a verify pass cost as much as one plain step.",
     )
     cols[3].metric(
         "Acceptance rate",

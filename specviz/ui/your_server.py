@@ -84,7 +84,7 @@ def live(url: str) -> None:
     if latest is None:
         return
     st.caption(words.live_origin(latest.engine, url, INTERVAL, len(history.scrapes)))
-    show(history, live_rows(history))
+    show(history, live_rows(history), latest.timing)  # specviz's bench writes its times beside its counters
 
 
 def live_rows(history: History) -> list[dict[str, str]]:
