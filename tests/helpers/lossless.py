@@ -2,7 +2,7 @@
 target's exact joint distribution P(t1, t2 | prompt), enumerated over a tiny vocabulary."""
 
 import math
-from collections.abc import Generator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import replace
 
 import torch
@@ -14,6 +14,7 @@ from specviz.runs import speculative_generate
 
 PROMPT = [1, 2, 3, 1, 2, 3, 1, 2]  # repeats, so the n-gram drafter has something to propose
 RUNS = 2000
+LOOK = 250  # a negative control tests after every LOOK runs and stops at its first rejection (detected)
 
 
 @torch.inference_mode()
@@ -50,12 +51,39 @@ def first_two_tokens(events: Generator[Event, None, None]) -> tuple[tuple[int, .
     return tuple(tokens[:2]), rounds
 
 
-def empirical_joint(pair, config: SpecConfig, runs: int) -> dict[tuple[int, int], int]:
-    counts: dict[tuple[int, int], int] = {}
+def outcomes(pair, config: SpecConfig, runs: int = RUNS) -> Iterator[tuple[int, ...]]:
+    """The first two tokens of the runs seeded 0, 1, ..., runs - 1, one at a time (a caller may stop early)."""
     for seed in range(runs):
         key, _ = first_two_tokens(speculative_generate(pair, PROMPT, replace(config, seed=seed)))
+        yield key
+
+
+def empirical_joint(pair, config: SpecConfig, runs: int) -> dict[tuple[int, int], int]:
+    counts: dict[tuple[int, int], int] = {}
+    for key in outcomes(pair, config, runs):
         counts[key] = counts.get(key, 0) + 1
     return counts
+
+
+def detected(exact: dict, keys: Iterable[tuple[int, ...]], runs: int = RUNS, look: int = LOOK) -> tuple[bool, str]:
+    """A negative control's chi-square: the test after every `look` outcomes, up to `runs`, stopping at the first
+    rejection. A broken variant is caught in the first few hundred runs, so its control costs a fraction of a full
+    test; one that is never caught has had all `runs` (the positive tests' power). With runs / look looks at alpha =
+    0.001, a correct engine would be called broken with probability at most 0.008 (Bonferroni): the control could
+    then pass by chance that often, never fail by it. Returns (rejects, words for the assertion's message)."""
+    counts: dict[tuple[int, ...], int] = {}
+    n = 0
+    for key in keys:
+        counts[key] = counts.get(key, 0) + 1
+        n += 1
+        if n % look == 0 or n == runs:
+            rejects, statistic, critical = chi_square_rejects(exact, counts, n)
+            if rejects or n >= runs:
+                break
+    else:
+        rejects, statistic, critical = chi_square_rejects(exact, counts, n)
+    relation = ">" if rejects else "<="
+    return rejects, f"chi-square {statistic:.1f} {relation} {critical:.1f} after {n} runs"
 
 
 def chi_square_rejects(exact: dict, counts: dict, runs: int, alpha_z: float = 3.09) -> tuple[bool, float, float]:
