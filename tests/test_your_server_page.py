@@ -137,6 +137,7 @@ def test_a_bench_metrics_file_is_costed_with_the_times_the_bench_wrote_beside_it
         assert [s.value for s in at.success] == [advice.sentence]
         assert any(f"c = {advice.c:.3f}" in c and "A test CPU" in c for c in texts(at.caption))
         assert not any(n.key == "your_server.c" for n in at.number_input)  # nothing to type: the bench timed it
+        assert any(c.startswith("measured now from specviz's bench, in vLLM's names,") for c in texts(at.caption))
         at.text_input(key="your_server.url").set_value(url + "/counters").run()
         assert not at.exception
         assert at.number_input(key="your_server.c").value == 0.1  # the negative control: no times, Theory's c

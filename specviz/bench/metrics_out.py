@@ -76,6 +76,7 @@ def metrics_summary(doc: dict[str, Any]) -> str:
         if not m.accepted_per_position:
             continue
         rates = m.conditional_acceptance_rate
+        lines.append("    kept at position 1, 2, ... ÷ drafts: " + _rates(m.per_position_acceptance_rate))
         lines.append("    kept at position 1, 2, ... ÷ drafts that reached it: " + _rates(rates))
         if m.reached_estimated:
             lines.append(
@@ -85,9 +86,14 @@ def metrics_summary(doc: dict[str, Any]) -> str:
         advice = advise(rates, 0.0, timed) if timed is not None else None
         if advice is None:
             continue
-        rows = " ".join(f"{r.length}:{r.speedup:.2f}x" for r in advice.rows)
-        lines.append(f"    the Your server page's advice (c = {advice.c:.3f}, verify as this bench timed it): {rows}")
-        lines.append(f"    {advice.sentence}")
+        where = ", ".join(str(timed.get(k) or "?") for k in ("device_name", "dtype", "measured_at"))
+        lines.append(f"    the Your server page's advice (c = {advice.c:.3f}, verify as this bench timed it: {where}):")
+        for r in advice.rows:
+            lines.append(
+                f"      length {r.length}: {r.tokens:.2f} tokens per verify, a round costs {r.steps:.2f} target steps: "
+                f"{r.speedup:.2f}x"
+            )
+        lines.append(f"    best length {advice.best}: {advice.sentence}")
     return "\n".join(lines)
 
 

@@ -42,7 +42,9 @@ YOURS = dict(size=11, color=COLORS["p"], line=dict(color="white", width=2))  # T
 
 
 def _mark(fig: go.Figure, x: int, y: float, name: str, marker: dict) -> None:
-    fig.add_scatter(x=[x], y=[y], name=name, mode="markers", marker=marker)
+    fig.add_scatter(
+        x=[x], y=[y], name=name, mode="markers", marker=marker, hovertemplate=f"{name}: %{{y:.2f}}×<extra></extra>"
+    )
 
 
 def advice_figure(advice: Advice) -> go.Figure:

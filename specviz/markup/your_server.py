@@ -33,10 +33,12 @@ def endpoint_shown(url: str) -> str:
     return md(f"{parts.scheme}://{host}{port}{parts.path}", 120)
 
 
-def live_origin(engine: str, url: str, every: float, scrapes: int) -> str:
-    """A live reading's provenance: measured now, from which engine and endpoint, how often."""
+def live_origin(engine: str, url: str, every: float, scrapes: int, bench: bool = False) -> str:
+    """A live reading's provenance: measured now, from which engine (or specviz's bench, in its names: `bench`) and
+    endpoint, how often."""
+    source = f"specviz's bench, in {md(engine)}'s names," if bench else f"a {md(engine)} server"
     return (
-        f"measured now from a {md(engine)} server at {endpoint_shown(url)}, read every {every:g} s "
+        f"measured now from {source} at {endpoint_shown(url)}, read every {every:g} s "
         f"({scrapes} reading{'' if scrapes == 1 else 's'} so far)"
     )
 

@@ -83,7 +83,8 @@ def live(url: str) -> None:
     latest = history.latest
     if latest is None:
         return
-    st.caption(words.live_origin(latest.engine, url, INTERVAL, len(history.scrapes)))
+    own = latest.timing is not None  # only specviz's bench writes its times beside the counters
+    st.caption(words.live_origin(latest.engine, url, INTERVAL, len(history.scrapes), bench=own))
     show(history, live_rows(history), latest.timing)  # specviz's bench writes its times beside its counters
 
 
