@@ -67,7 +67,7 @@ def test_opens_on_the_recording_with_its_own_numbers(monkeypatch, tmp_path):
     assert row["acceptance rate"] == f"{m.acceptance_rate:.1%}"
     assert row["mean acceptance length"] == f"{m.mean_acceptance_length:.2f}"
     assert row["drafts"] == f"{m.drafts:,}"
-    assert row["drafted tokens / s"] == f"{m.draft_tokens / recording.seconds:,.1f}"
+    assert row["drafted / s"] == f"{m.draft_tokens / recording.seconds:,.1f}"
     curve = load_verify_curve(sm.ASSETS / f"verify_curve_{recording.device}.json")
     advice = advise(m.conditional_acceptance_rate, 0.1, curve)
     assert texts(at.success) == [advice.sentence]

@@ -19,7 +19,7 @@ def server_position_figure(metrics: SpecMetrics, title: str) -> go.Figure:
         x=positions,
         y=list(metrics.per_position_acceptance_rate),
         name="accepted at i ÷ drafts",
-        marker_color=COLORS["draft"],
+        marker_color=COLORS["plain"],  # slate beside the green: two greens read as one
         customdata=[[k, metrics.drafts] for k in metrics.accepted_per_position],
         hovertemplate="position %{x}: %{y:.0%} of all drafts (%{customdata[0]} of %{customdata[1]})<extra></extra>",
     )

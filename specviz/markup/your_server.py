@@ -62,18 +62,18 @@ def _rate(x: float | None, spec: str) -> str:
 def window_row(label: str, window: Window | None) -> dict[str, str]:
     """One row of the table: a stretch of time and what the server counted in it."""
     if window is None:
-        return {"over": label, "acceptance rate": "—", "mean acceptance length": "—", "drafted tokens / s": "—",
-                "accepted tokens / s": "—", "drafts": "—"}  # fmt: skip
+        return {"over": label, "drafts": "—", "acceptance rate": "—", "mean acceptance length": "—",
+                "drafted / s": "—", "accepted / s": "—"}  # fmt: skip
     m = window.metrics
     drafted, accepted = window.per_second(m.draft_tokens), window.per_second(m.accepted_tokens)
     restarts = f" ({window.restarts} restart{'' if window.restarts == 1 else 's'})" if window.restarts else ""
-    return {
+    return {  # the short columns first: at 1024 px the last ones need a scroll
         "over": (f"{label}: {window.seconds:,.0f} s" if window.seconds > 0 else label) + restarts,
+        "drafts": f"{m.drafts:,}",
         "acceptance rate": _rate(m.acceptance_rate, ".1%"),
         "mean acceptance length": _rate(m.mean_acceptance_length, ".2f"),
-        "drafted tokens / s": _rate(drafted, ",.1f"),
-        "accepted tokens / s": _rate(accepted, ",.1f"),
-        "drafts": f"{m.drafts:,}",
+        "drafted / s": _rate(drafted, ",.1f"),  # drafted tokens per second
+        "accepted / s": _rate(accepted, ",.1f"),
     }
 
 

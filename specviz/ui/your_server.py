@@ -134,6 +134,13 @@ def _cost(curve: dict | None) -> tuple[float, dict | None, str]:
     return c, None, source
 
 
+COLUMNS = {  # the table's short names, said in full in their tooltips
+    "drafted / s": st.column_config.TextColumn(help="Drafted tokens per second"),
+    "accepted / s": st.column_config.TextColumn(help="Accepted drafted tokens per second"),
+    "drafts": st.column_config.TextColumn(help="Verification steps that had a draft (vLLM's num_drafts)"),
+}
+
+
 def show(history: History, rows: list[dict[str, str]], curve: dict | None = None) -> None:
     """The table, the chart by position and the advice for a history of readings."""
     latest = history.latest
@@ -145,7 +152,7 @@ def show(history: History, rows: list[dict[str, str]], curve: dict | None = None
         for col, (name, value) in zip(cols, sorted(latest.gauges.items()), strict=False):
             col.metric(f"{name} (SGLang's)", f"{value:.1%}" if "rate" in name else f"{value:.2f}")
         return
-    st.dataframe(rows, hide_index=True, width="stretch")
+    st.dataframe(rows, hide_index=True, width="stretch", column_config=COLUMNS)
     st.caption(words.series_words(latest.series, latest.others))
     lifetime = history.lifetime()
     metrics = lifetime.metrics() if lifetime is not None else None
@@ -156,7 +163,7 @@ def show(history: History, rows: list[dict[str, str]], curve: dict | None = None
         st.caption(words.ESTIMATED)
     left, right = st.columns(2, gap="large")
     with left:
-        title = "Acceptance by draft position, since the server started"
+        title = "By draft position, since the server started"  # longer wrapped onto the axis at 1024 px
         st.plotly_chart(server_position_figure(metrics, title), width="stretch", key=key(PAGE, "positions"))
     with right:
         c, timed, source = _cost(curve)
