@@ -150,7 +150,7 @@ def advice_section(latest: tuple[lab.MeasuredPoint, Trace], c_slider: float) -> 
     if advice is None:
         return
     st.markdown("#### Which draft length would have been fastest?")  # no run's text in a heading: it becomes an id
-    a1, a2 = st.columns([3, 2], gap="large")
+    a1, a2 = st.columns(2, gap="large")  # the words run long: half the width, not two fifths
     a1.plotly_chart(advice_figure(advice), key=key("theory", "advice"), config=NO_BAR)
     with a2:
         origin = markup.trace_origin_words(trace, not is_recorded(point.label))
