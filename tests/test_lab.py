@@ -91,7 +91,7 @@ def test_run_batch_and_the_drafter_comparison(pair):
     runs = lab.run_batch(pair, plan, chat=False, on_progress=lambda i, n, p: seen.append((i, n)))
     assert seen == [(0, 4), (1, 4), (2, 4), (3, 4)] and len(runs) == 4
     rows = lab.drafter_comparison(runs)
-    assert len(rows) == 2 and {"draft model: acceptance", "n-gram: acceptance"} <= set(rows[0])
+    assert len(rows) == 2 and {"draft model: acceptance", "n-gram lookup: acceptance"} <= set(rows[0])
     adaptive = [r for r in runs if r.trace.config.schedule == "adaptive"]
     assert all(lab.gamma_series(r.trace) for r in adaptive)
 

@@ -31,8 +31,6 @@ NOT_YET = {
     "specviz/bench/run.py": "the methods' table refuses transformers' methods beside another drafter",
     "specviz/markup/chips.py": "the controller's sources, in words",
     "specviz/markup/explain.py": "the controller's sources and the drafters, in words",
-    "specviz/lessons/lab.py": "the lab's drafter labels",
-    "specviz/lessons/advice.py": "advice that suggests a drafter",
     "specviz/lessons/answers.py": "a head kind in an answer",
     "specviz/lessons/answers_results.py": "a stream result's and the heads reports' keys",
     "specviz/charts/learning.py": "a stream result's lines",

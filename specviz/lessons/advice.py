@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specviz.decoding import costs
+from specviz.drafters.model import ModelDrafter
+from specviz.drafters.ngram import NgramDrafter
 from specviz.runs import speedup
 from specviz.traces.trace import Trace
 
@@ -92,10 +94,10 @@ def suggest(trace: Trace, a: float, best: int, best_speedup: float) -> Suggestio
     4. the formula says it should pay and it did not (the times outside it: bookkeeping, a draft pass that
        misses) -> stop drafting where the draft is unsure (confidence stop); if one already ran -> adaptive γ."""
     config = trace.config
-    if config.drafter == "ngram" and a < LOW_NGRAM_ACCEPTANCE:
+    if config.drafter == NgramDrafter.name and a < LOW_NGRAM_ACCEPTANCE:
         return Suggestion(
             "Rerun with the draft model",
-            (("drafter", "model"),),
+            (("drafter", ModelDrafter.name),),
             f"the n-gram drafter's guesses were accepted {a:.0%} of the time: the text repeats little of the prompt, "
             "so a model has to guess it",
         )
@@ -117,7 +119,7 @@ def suggest(trace: Trace, a: float, best: int, best_speedup: float) -> Suggestio
     if best_speedup < PAYS:
         return Suggestion(
             "Rerun with the n-gram drafter",
-            (("drafter", "ngram"), ("schedule", "constant")),
+            (("drafter", NgramDrafter.name), ("schedule", "constant")),
             "no draft length pays with this draft model here; the n-gram drafter costs no forward pass (c = 0), "
             "so any guess it gets right is a gain",
         )

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from specviz.drafters.model import ModelDrafter
+from specviz.drafters.ngram import NgramDrafter
 from specviz.runs import speedup
 
 from . import answers_more as more
@@ -152,7 +154,9 @@ def _cell(screen: Screen, category: str, drafter: str, temperature: float, colum
 
 def lab_temperature(screen: Screen) -> str:
     rate = {
-        (c, t): _cell(screen, c, "draft model", t, "acceptance rate") for c in ("code", "prose") for t in (0.0, 1.0)
+        (c, t): _cell(screen, c, lab.drafter_name(ModelDrafter.name), t, "acceptance rate")
+        for c in ("code", "prose")
+        for t in (0.0, 1.0)
     }
     if any(v is None for v in rate.values()):
         return "The batch shown lacks a draft-model run of code or prose, greedy or at 1.0: press the button again."
@@ -165,7 +169,7 @@ def lab_temperature(screen: Screen) -> str:
 
 
 def lab_ngram(screen: Screen) -> str:
-    both = ("n-gram", "draft model")
+    both = (lab.drafter_name(NgramDrafter.name), lab.drafter_name(ModelDrafter.name))
     speeds = {(c, d): _cell(screen, c, d, 0.0, "tokens / s") for c in ("repetition", "prose") for d in both}
     if any(v is None for v in speeds.values()):
         return "The batch shown lacks a greedy run of both drafters on repetition and prose: press the button again."
@@ -177,7 +181,7 @@ def lab_ngram(screen: Screen) -> str:
         (): "copying wins nowhere",
     }[tuple(wins)]
     detail = "; ".join(
-        f"{c}: n-gram {speeds[(c, 'n-gram')]} tokens/s against the draft model's {speeds[(c, 'draft model')]}"
+        f"{c}: {both[0]} {speeds[(c, both[0])]} tokens/s against the {both[1]}'s {speeds[(c, both[1])]}"
         for c in ("repetition", "prose")
     )
     return f"{_where(screen).capitalize()}, {said} (the table's tokens / s, within 5% a tie): {detail}."

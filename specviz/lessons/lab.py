@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from specviz import drafters
 from specviz.decoding.config import SpecConfig
 from specviz.decoding.metrics import SpecMetrics
 from specviz.runs import run_trace, speedup
@@ -50,8 +51,8 @@ def short(text: str, limit: int) -> str:
 
 
 def drafter_name(drafter: str) -> str:
-    names = {"model": "draft model", "ngram": "n-gram", "medusa": "Medusa heads", "eagle": "EAGLE head"}
-    return {**names, "controller": "controller"}.get(drafter, drafter)
+    """The drafter's label for the lab's tables and answers: the registry's."""
+    return drafters.label(drafter)
 
 
 def plan_batch(
