@@ -13,6 +13,7 @@ from typing import Any
 
 from specviz.decoding.config import ConfigError, SpecConfig
 from specviz.drafters import needs_draft_model
+from specviz.drafters.model import ModelDrafter
 
 from .curve import CURVE_GAMMAS, add_curve_samples, measure_prompt_pass, measure_verify_curve
 from .environment import PeakMemory, environment, is_prepacked, now
@@ -55,7 +56,8 @@ class BenchSettings:
             raise ConfigError(f"aggregate must be 'min' or 'mean', got {self.aggregate!r}")
         if not 0 <= self.curve_gammas <= 32:
             raise ConfigError(f"the curve's largest gamma must be between 0 and 32, got {self.curve_gammas}")
-        if self.config.drafter != "model" and any(m.startswith("hf_") and m != "hf_plain" for m in self.methods):
+        assisted = any(m.startswith("hf_") and m != "hf_plain" for m in self.methods)
+        if self.config.drafter != ModelDrafter.name and assisted:
             raise ConfigError(
                 "transformers' assisted generation needs the model drafter (use --methods to leave it out)"
             )

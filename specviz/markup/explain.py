@@ -6,6 +6,7 @@ so a file cannot add links or formatting.
 
 from __future__ import annotations
 
+from specviz import drafters
 from specviz.traces.trace import RoundEvent, Trace
 
 from .base import code, count, md, md_fmt, md_prob, round_ending
@@ -313,9 +314,7 @@ def trace_caption(trace: Trace) -> str:
     """The pair and the settings a trace was recorded with, in one line."""
     names = trace.pair if isinstance(trace.pair, dict) else {}
     c = trace.config
-    drafter = {"model": "draft model", "ngram": "n-gram", "medusa": "Medusa heads", "eagle": "EAGLE head"}.get(
-        c.drafter, c.drafter
-    )
+    drafter = drafters.label(c.drafter)  # the registry's words (an unknown name as it is)
     sampling = "greedy" if c.greedy else f"temperature {md_fmt(c.temperature, 'g')}"
     top_k = f", top-k {md(c.top_k)}" if c.top_k else ""
     top_p = f", top-p {md_fmt(c.top_p, 'g')}" if is_below_one(c.top_p) else ""
