@@ -10,7 +10,7 @@ from typing import Any
 
 import streamlit as st
 
-from specviz import charts, markup
+from specviz import charts, drafters, markup
 from specviz.bench.stream import (
     ROLLING,
     WINDOW,
@@ -22,6 +22,7 @@ from specviz.bench.stream import (
     summarize,
 )
 from specviz.decoding.config import SpecConfig
+from specviz.drafters import ALONE, CONTROLLER
 from specviz.lessons.lab import short
 from specviz.runs import exclusive
 from specviz.serving import budgets
@@ -33,6 +34,8 @@ from .pair import pair_override
 from .runner import Work
 from .server import bounded, session_learning
 from .state import key, page_state
+
+MODEL, TRAFFIC = ALONE  # a stream row's keys: the drafters bench --stream compares (the registry's names)
 
 RECORDED = ASSETS / "learning" / "inventory_drift.json"  # the bench's --stream result, written with --json
 STREAM = ASSETS / "streams" / "inventory_drift.json"
@@ -91,16 +94,16 @@ def headline(rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
     model's: over the first and last WINDOW requests when there are two windows' worth, else the first and the latest
     request (windows that overlap would compare a request with itself)."""
     if len(rows) >= 2 * WINDOW:
-        c = summary["controller"]
+        c = summary[CONTROLLER]
         start, end = c["first_mean_accepted_per_round"], c["last_mean_accepted_per_round"]
         labels, over = (f"first {WINDOW}", f"last {WINDOW}"), f"the last {WINDOW} requests"
         ratio = summary["controller_over_model_last"]
     else:
         first, latest = rows[0], rows[-1]
-        start, end = first["controller"]["mean_accepted_per_round"], latest["controller"]["mean_accepted_per_round"]
+        start, end = first[CONTROLLER]["mean_accepted_per_round"], latest[CONTROLLER]["mean_accepted_per_round"]
         labels, over = ("first request", "latest request"), "the latest request"
-        model = latest["model"]["speedup"]
-        ratio = latest["controller"]["speedup"] / model if model else 0.0
+        model = latest[MODEL]["speedup"]
+        ratio = latest[CONTROLLER]["speedup"] / model if model else 0.0
     st.markdown(
         "**Controller**: draft tokens accepted per round",
         help="The mean acceptance length (tokens per target pass) is one more: the bonus or correction token.",
@@ -143,12 +146,12 @@ def choice_words(summary: dict[str, Any]) -> str:
 def traffic_at_drift(rows: list[dict[str, Any]], at: int) -> str:
     """The traffic drafter's draft tokens accepted per round over the requests before the change and at it: the
     numbers the guided answer cites, in the text (the chart shows them only on hover)."""
-    before = [r["traffic"]["mean_accepted_per_round"] for r in rows[max(0, at - WINDOW) : at]]
+    before = [r[TRAFFIC]["mean_accepted_per_round"] for r in rows[max(0, at - WINDOW) : at]]
     if not before or at >= len(rows):
         return ""
     return (
         f" The traffic drafter alone: {sum(before) / len(before):.2f} draft tokens accepted per round over the "
-        f"{len(before)} requests before the change, {rows[at]['traffic']['mean_accepted_per_round']:.2f} at "
+        f"{len(before)} requests before the change, {rows[at][TRAFFIC]['mean_accepted_per_round']:.2f} at "
         f"request {at + 1}."
     )
 
@@ -328,4 +331,4 @@ def your_requests_table(rows: list[dict[str, Any]]) -> None:
     )
 
 
-NAMES = (("model", "draft model"), ("traffic", "traffic"), ("controller", "controller"))
+NAMES = tuple((name, drafters.label(name)) for name in (MODEL, TRAFFIC, CONTROLLER))
