@@ -297,7 +297,7 @@ def test_lab_batch_tables_and_drafter_comparison(app):
     tables = app.dataframe
     assert len(tables[0].value) == 8 and "acceptance rate" in tables[0].value.columns
     comparison = tables[1].value
-    assert "draft model: acceptance" in comparison.columns and "n-gram: acceptance" in comparison.columns
+    assert "draft model: acceptance" in comparison.columns and "n-gram lookup: acceptance" in comparison.columns
     assert len(app.get("plotly_chart")) >= 5  # position, category, temperature, drafter, gamma
     assert 'class="sv-t sv-' in html_of(app)  # one run's text coloured by acceptance
 

@@ -67,6 +67,12 @@ def label(name: str) -> str:
     return REGISTRY[name].label if name in REGISTRY else name
 
 
+def title(name: str, draft: str = "draft model") -> str:
+    """Who drafts, in a line of words (the class's title, `draft` for the draft model's name); the name itself if
+    none is registered."""
+    return REGISTRY[name].title.format(draft=draft) if name in REGISTRY else name
+
+
 def descriptions(names: bool = False) -> str:
     """Every registered drafter's label (its name, for the command line) and one-line description: a help text."""
     return " ".join(f"{name if names else cls.label}: {cls.description}." for name, cls in REGISTRY.items())

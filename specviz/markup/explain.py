@@ -314,7 +314,7 @@ def trace_caption(trace: Trace) -> str:
     """The pair and the settings a trace was recorded with, in one line."""
     names = trace.pair if isinstance(trace.pair, dict) else {}
     c = trace.config
-    drafter = drafters.label(c.drafter)  # the registry's words (an unknown name as it is)
+    drafter = drafters.title(c.drafter)  # the registry's words ("Medusa heads"; an unknown name as it is)
     sampling = "greedy" if c.greedy else f"temperature {md_fmt(c.temperature, 'g')}"
     top_k = f", top-k {md(c.top_k)}" if c.top_k else ""
     top_p = f", top-p {md_fmt(c.top_p, 'g')}" if is_below_one(c.top_p) else ""
