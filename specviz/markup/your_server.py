@@ -12,7 +12,7 @@ from specviz.lessons.advisor import Advice
 from specviz.lessons.server_metrics import Window
 
 from .base import md
-from .provenance import recorded_on
+from .provenance import length_shown, recorded_on
 
 DEFAULT_C = 0.1  # a draft model a tenth of its target's step: Theory's default; EAGLE and n-gram drafts cost less
 
@@ -110,10 +110,9 @@ FEW_DRAFTS = 30  # below this many drafts, Theory's advice for a run says its ra
 
 def theory_advice_run(label: str, metrics: SpecMetrics) -> str:
     """Markdown: which run Theory's advice reads, how many drafts it counts, what its drafts kept on average."""
-    length = "—" if metrics.mean_acceptance_length is None else f"{metrics.mean_acceptance_length:.2f}"
     words = (
         f"For **{md(label)}**: {metrics.drafts} {'draft' if metrics.drafts == 1 else 'drafts'}, mean acceptance "
-        f"length {length}."
+        f"length {length_shown(metrics.mean_acceptance_length)}."
     )
     if metrics.drafts < FEW_DRAFTS:
         words += (
@@ -136,18 +135,15 @@ def theory_advice_words(own_c: bool, c: float, config: SpecConfig, origin: str) 
         f"that reached i) gives each shorter draft's expected tokens per verify, and a round of k drafts costs "
         f"k·c + 1 target steps with {cost}."
     )
-    if config.lookahead or config.alternatives or config.schedule != "constant":
+    settings = (
+        ("lookahead", config.lookahead),
+        ("alternatives", config.alternatives),
+        (f"{config.schedule} schedule", config.schedule != "constant"),
+    )
+    unmodelled = [name for name, used in settings if used]
+    if unmodelled:
         words += (
-            " It models a plain chain of drafts of one length: this run's "
-            + ", ".join(
-                part
-                for part, on in (
-                    ("lookahead", config.lookahead),
-                    ("alternatives", config.alternatives),
-                    (f"{config.schedule} schedule", config.schedule != "constant"),
-                )
-                if on
-            )
-            + " changed its drafts' lengths or what a round keeps, which the advice does not count."
+            f" It models a plain chain of drafts of one length: this run's {', '.join(unmodelled)} changed its drafts' "
+            "lengths or what a round keeps, which the advice does not count."
         )
     return words
