@@ -1,5 +1,5 @@
 """The app in a real browser: `streamlit run app.py` on a free localhost port, and headless Debian
-Chromium for Playwright (its own browser download does not work here). Used by tests/test_browser.py
+Chromium for Playwright (its own browser download does not work here). Used by tests/browser/test_browser.py
 and scripts/screenshots.py."""
 
 from __future__ import annotations

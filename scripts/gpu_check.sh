@@ -35,8 +35,8 @@ DEVICE=cuda
 args=("$@")
 for i in "${!args[@]}"; do [ "${args[$i]}" = --device ] && DEVICE=${args[$((i + 1))]:-cuda}; done
 [ "$DEVICE" = cuda ] || export SPECVIZ_PLUGIN_DEVICE=$DEVICE
-TESTS=${GPU_CHECK_TESTS:-tests/test_engine.py tests/test_alternatives.py tests/test_lossless.py \
-tests/test_auto_schedule.py tests/test_compiled.py tests/test_bench.py}
+TESTS=${GPU_CHECK_TESTS:-tests/decoding/test_engine.py tests/decoding/test_alternatives.py tests/decoding/test_lossless.py \
+tests/decoding/test_auto_schedule.py tests/decoding/test_compiled.py tests/bench/test_bench.py}
 
 worst=0
 entries=""

@@ -12,7 +12,7 @@
 #     whole script run end to end with --device cpu and scaled-down models and fewer lossless runs (its own test list);
 #   - last, its outputs checked: every step exit 0, at most 8 files, transformers 5.24 from the carried folder, the
 #     batching result with its rows and greedy identity.
-# Usage: scripts/gpu_rehearsal.sh [OUTDIR]    (tests/test_gpu_check.py runs it; about 1-3 minutes once the venv exists)
+# Usage: scripts/gpu_rehearsal.sh [OUTDIR]    (tests/scripts/test_gpu_check.py runs it; about 1-3 minutes once the venv exists)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PROJECT_PY=${PROJECT_PYTHON:-.venv/bin/python}

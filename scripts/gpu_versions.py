@@ -20,7 +20,7 @@ from importlib import metadata
 TRANSFORMERS_FLOOR = (5, 20)
 # What the check's code imports beyond torch and transformers (requirements.txt; streamlit, plotly and gguf are the
 # app's and the converter's, not imported there). The device lacked pydantic (2026-12-06): scripts/gpu_wheels.sh
-# carries it; tests/test_gpu_check.py keeps this list, the wheels and the device's packages in step.
+# carries it; tests/scripts/test_gpu_check.py keeps this list, the wheels and the device's packages in step.
 PROJECT_NEEDS = ("accelerate>=1.10", "safetensors", "numpy", "psutil", "pydantic>=2")
 FIX = (
     "fill .whl/ here with scripts/gpu_wheels.sh, carry .whl to the GPU machine, and start the check "

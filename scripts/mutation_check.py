@@ -32,23 +32,23 @@ ROOT = Path(__file__).resolve().parent.parent
 FAST = ["-m", "not real and not browser", "-x", "-q", "-p", "no:cacheprovider"]
 TESTS = {  # the tiny-model tests that exercise each file, quick unit tests first; slow chi-square runs left out
     "specviz/decoding/engine.py": [
-        "tests/test_eagle.py::test_the_heads_cache_holds_one_true_entry_per_committed_token_but_the_newest",
-        "tests/test_engine.py",
-        "tests/test_alternatives.py",
+        "tests/drafters/test_eagle.py::test_the_heads_cache_holds_one_true_entry_per_committed_token_but_the_newest",
+        "tests/decoding/test_engine.py",
+        "tests/decoding/test_alternatives.py",
     ],
     "specviz/decoding/sampling.py": [
-        "tests/test_sampling.py",
-        "tests/test_lossless.py::test_vectorised_sampler_is_lossless_and_the_broken_one_is_not",
-        "tests/test_alternatives.py",
+        "tests/decoding/test_sampling.py",
+        "tests/decoding/test_lossless.py::test_vectorised_sampler_is_lossless_and_the_broken_one_is_not",
+        "tests/decoding/test_alternatives.py",
     ],
     "specviz/decoding/kvcache.py": [
-        "tests/test_kvcache.py",
-        "tests/test_compiled.py::test_compiled_steps_fill_the_static_cache_exactly",
-        "tests/test_engine.py",
-        "tests/test_alternatives.py",
+        "tests/decoding/test_kvcache.py",
+        "tests/decoding/test_compiled.py::test_compiled_steps_fill_the_static_cache_exactly",
+        "tests/decoding/test_engine.py",
+        "tests/decoding/test_alternatives.py",
     ],
-    "specviz/decoding/acceptance.py": ["tests/test_alternatives.py", "tests/test_engine.py"],
-    "specviz/decoding/tree.py": ["tests/test_tree.py", "tests/test_alternatives.py"],
+    "specviz/decoding/acceptance.py": ["tests/decoding/test_alternatives.py", "tests/decoding/test_engine.py"],
+    "specviz/decoding/tree.py": ["tests/decoding/test_tree.py", "tests/decoding/test_alternatives.py"],
 }
 FLIPS = {"<": "<=", "<=": "<", ">": ">=", ">=": ">", "==": "!=", "!=": "==", "+": "-", "-": "+", "*": "/", "/": "*"}
 

@@ -5,8 +5,8 @@ Usage: flock /tmp/specviz-real.lock .venv/bin/python -m scripts.record_assets [l
 (after python -m specviz prepare; a few minutes on a CPU; with names, only those parts; with experiment ids, only
 those experiments' runs).
 The experiments' runs are the guided experiments of the Step through and Race pages with the sidebar's defaults
-(32 new tokens, chat template), each with plain decoding timed; tests/test_experiments.py checks the experiments'
-observations against them (docs/DESIGN.md, "Guided experiments").
+(32 new tokens, chat template), each with plain decoding timed; tests/lessons/test_experiments.py checks the
+experiments' observations against them (docs/DESIGN.md, "Guided experiments").
 """
 
 from __future__ import annotations

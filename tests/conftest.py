@@ -1,7 +1,9 @@
 """Fixtures shared by the test modules, the markers, and how the suite is spread over two workers.
 
-Helpers that are plain functions live in tests/helpers/ (a test module never imports another test module). The
-tests on the real built-in pair (marker `real`) live in tests/real/, and only there.
+The folders of tests/ mirror the package's (tests/decoding/ tests specviz/decoding/, ...); tests/ui/ holds the pages
+through AppTest, tests/browser/ the walks in a real Chromium, tests/scripts/ the scripts' checks, and the tests on the
+real built-in pair (marker `real`) live in tests/real/, and only there. Helpers that are plain functions live in
+tests/helpers/ (a test module never imports another test module); fixtures shared by several modules live here.
 
 scripts/run_tests.sh runs the suite on two pytest-xdist workers. Each test goes to whichever worker is free, except
 the groups that `group_of` names, each of which runs in order on one worker: the real pair's tests (one worker loads
@@ -105,6 +107,15 @@ def pytest_collection_modifyitems(config, items):
     items[:] = real + [item for item in items if item not in real]  # the longest group first
     tiny_app = [item for item in items if "tiny_app" in item.fixturenames]
     _reorder(items, tiny_app, key=lambda item: item.path.name not in LOOKS_FIRST)
+
+
+@pytest.fixture(scope="module")
+def pair():
+    """The tiny random pair (specviz.models.tiny), built once per module; a module that needs another one (a smaller
+    vocabulary, a noisier draft) defines its own `pair`."""
+    from specviz.models.tiny import tiny_pair
+
+    return tiny_pair()
 
 
 @pytest.fixture(scope="session")

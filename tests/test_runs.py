@@ -14,11 +14,6 @@ from specviz.traces.trace import TraceError, decode_rate, load_trace, save_trace
 PROMPTS = ["def square(x):\n    return x * x\n\ndef", "The quick brown fox jumps over", "1, 2, 3, 4, 5,"]
 
 
-@pytest.fixture(scope="module")
-def pair():
-    return tiny_pair()
-
-
 def test_concurrent_runs_match_solo_runs(pair):
     config = SpecConfig(gamma=3, max_new_tokens=30)
     solo = {p: run_trace(pair, p, config, chat=False, baseline=True).summary.token_ids for p in PROMPTS}

@@ -21,7 +21,7 @@ COLORS = {
 }
 FONT = dict(family="Inter, system-ui, sans-serif", size=13, color="#1f2937")
 WRAP = 26  # characters: a chart may be 270 px wide (two to a row in a window 1024 px wide), so longer titles and
-# x-axis titles break at a space rather than leave the figure (tests/test_layout.py)
+# x-axis titles break at a space rather than leave the figure (tests/browser/test_layout.py)
 LEGEND_WRAP = 22  # a legend starts where the plot does, right of the y-axis's ticks and title
 LINE = 20  # px: one line of a legend entry (19) or of an x-axis title, at FONT's size
 CHAR = 7.5  # px: about one character of FONT, along a y-axis title
@@ -100,7 +100,7 @@ def _layout(fig: go.Figure, title: str | None = None, height: int = 320, **kwarg
         # the legend at the figure's own bottom edge (yref "container"): plotly then widens the bottom margin by its
         # height below the x-axis's ticks and title, so it can cover neither. Placed on the plot's scale (y = -0.28
         # of the plot's height) it covered rotated token labels ("␣seve…") and the x-axis title whenever they were
-        # taller than that (tests/test_layout.py)
+        # taller than that (tests/browser/test_layout.py)
         # no gap between legend groups: a legend is counted in lines (_legend_height)
         legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.0, xanchor="left", x=0.0, tracegroupgap=0),
         **kwargs,

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from specviz.drafters import EAGLE, MEDUSA
+
 from .base import COLORS, _layout
 
 VICUNA_7B_TOP1 = (0.56, 0.32, 0.20, 0.15)  # Medusa-1 heads 1-4 on Vicuna-7B (Cai et al. 2024)
-LOSS_NAMES = {"medusa": "Σ 0.8ᵏ CE per head", "eagle": "SmoothL1 + 0.1 CE"}  # what each kind minimises
+LOSS_NAMES = {MEDUSA: "Σ 0.8ᵏ CE per head", EAGLE: "SmoothL1 + 0.1 CE"}  # what each kind minimises
 
 
 def accuracy_figure(report: dict) -> go.Figure:
     """Top-1 and top-5 per head on held-out text, and (Medusa) the paper's top-1 as markers; short titles and
     labels, since the figure shares the page's width with the loss curve."""
-    if report.get("kind") == "eagle":
+    if report.get("kind") == EAGLE:
         heads, title = ["first guess"], "Held-out accuracy"
     else:
         heads, title = [f"head {k + 1}" for k in range(report["heads"])], "Held-out accuracy per head"
@@ -32,7 +34,7 @@ def accuracy_figure(report: dict) -> go.Figure:
             textposition="outside",
             cliponaxis=False,
         )
-    published = [] if report.get("kind") == "eagle" else list(VICUNA_7B_TOP1[: report["heads"]])
+    published = [] if report.get("kind") == EAGLE else list(VICUNA_7B_TOP1[: report["heads"]])
     fig.add_scatter(
         x=heads[: len(published)],
         y=published,
@@ -44,7 +46,7 @@ def accuracy_figure(report: dict) -> go.Figure:
     return _layout(fig, title, barmode="group")
 
 
-def training_figure(curve: list[dict], kind: str = "medusa") -> go.Figure:
+def training_figure(curve: list[dict], kind: str = MEDUSA) -> go.Figure:
     """The loss per optimiser step (Medusa: sum_k 0.8^k CE_k over the heads; EAGLE: SmoothL1 + 0.1 CE)."""
     fig = go.Figure()
     fig.add_scatter(

@@ -19,7 +19,7 @@ Verdict = Literal["accepted", "rejected", "unchecked"]  # unchecked: after the f
 NextSource = Literal["resampled", "bonus"]
 FinishReason = Literal["eos", "length", "cancelled"]
 Method = Literal["speculative", "autoregressive"]
-DraftSource = Literal["", "traffic", "model", "both"]  # "": a drafter that does not choose (model, n-gram)
+DraftSource = str  # who drafted: one of a choosing drafter's `sources` (drafters/); "": one that does not choose
 
 
 def decode_rate(tokens: int, seconds: float) -> float:

@@ -4,7 +4,7 @@ One module per proposer behind the protocol in specviz.decoding.proposal (model.
 controller, medusa.py, eagle.py), and this registry: name -> class, whose capabilities, label and one-line
 description are class attributes. The CLI, the bench, the app and the trace checker read them here, before anything
 slow; the engine is handed a factory and never names a drafter, and no module outside this folder spells a
-drafter's name (tests/test_registry.py). May import: specviz.decoding, specviz.models and the base modules.
+drafter's name (tests/drafters/test_registry.py). May import: specviz.decoding, specviz.models and the base modules.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from specviz.decoding.config import accept_drafters
 from specviz.decoding.proposal import DraftContext, Drafter
 from specviz.errors import UserError
 
+from . import controller
 from .eagle import EagleDrafter
 from .medusa import MedusaDrafter
 from .model import ModelDrafter
@@ -28,6 +29,13 @@ DEFAULT = ModelDrafter.name  # the sidebar's and the CLI's drafter unless one is
 # The drafters bench --stream and the Learning page compare (recorded under these names): the controller and the
 # two it chooses between, each alone.
 CONTROLLER, ALONE = ControllerDrafter.name, (ModelDrafter.name, TrafficDrafter.name)
+TRAFFIC = TrafficDrafter.name
+# The draft heads' kinds (the Heads page trains them; their reports and files are keyed by these names). EAGLE is one
+# layer, Medusa K heads.
+MEDUSA, EAGLE = MedusaDrafter.name, EagleDrafter.name
+HEADS = (MEDUSA, EAGLE)
+# Who drafted a round, for the drafters that choose (Draft.source): traffic, the draft model, or traffic then it.
+TRAFFIC_SOURCE, MODEL_SOURCE, BOTH_SOURCE = controller.SOURCES
 accept_drafters(lambda: tuple(REGISTRY), DEFAULT)  # SpecConfig checks names it cannot import (decoding/ is lower)
 
 
@@ -76,6 +84,16 @@ def title(name: str, draft: str = "draft model") -> str:
 def descriptions(names: bool = False) -> str:
     """Every registered drafter's label (its name, for the command line) and one-line description: a help text."""
     return " ".join(f"{name if names else cls.label}: {cls.description}." for name, cls in REGISTRY.items())
+
+
+def all_sources() -> tuple[str, ...]:
+    """Every source a choosing drafter may name for a round (Draft.source; its class's `sources`), in order."""
+    return tuple(dict.fromkeys(source for cls in REGISTRY.values() for source in cls.sources))
+
+
+def source_label(source: str) -> str:
+    """Who drafted a round, in words (RoundEvent.draft_source); the source itself if it has no words."""
+    return controller.SOURCE_LABELS.get(source, source)
 
 
 def model_drafted(name: str, source: str) -> bool:

@@ -16,7 +16,10 @@ from specviz.decoding.costs import Ewma, RoundCosts, expected_tokens
 
 from .suffix import Proposal
 
-Source = Literal["traffic", "model", "both"]
+Source = Literal["traffic", "model", "both"]  # who drafts a round (Draft.source, RoundEvent.draft_source)
+TRAFFIC, MODEL, BOTH = "traffic", "model", "both"
+SOURCES: tuple[Source, ...] = (TRAFFIC, MODEL, BOTH)
+SOURCE_LABELS: dict[str, str] = {TRAFFIC: "traffic", MODEL: "draft model", BOTH: "traffic + draft model"}  # in words
 
 
 @dataclass
@@ -136,15 +139,15 @@ def option_rates(
     if ends:
         room = drafted  # the proposal ends the text: no draft of any source goes usefully past it
     g = min(memory.model_length, room)
-    rates: dict[Source, float] = {"model": expected_tokens(model_rate, g) / costs.round_seconds(g, g)}
+    rates: dict[Source, float] = {MODEL: expected_tokens(model_rate, g) / costs.round_seconds(g, g)}
     if drafted == 0:
         return rates
     from_traffic = 1 + first * expected_tokens(traffic_rate, drafted - 1)
-    rates["traffic"] = from_traffic / costs.round_seconds(drafted, 0)
+    rates[TRAFFIC] = from_traffic / costs.round_seconds(drafted, 0)
     rest = min(memory.model_length, room - drafted)
     if rest > 0:
         tokens = from_traffic + first * traffic_rate ** (drafted - 1) * (expected_tokens(model_rate, rest) - 1)
-        rates["both"] = tokens / costs.round_seconds(drafted + rest, rest)
+        rates[BOTH] = tokens / costs.round_seconds(drafted + rest, rest)
     return rates
 
 
@@ -161,6 +164,6 @@ def choose_source(
     then both). No proposal, or one whose first token is unsure, leaves the model. `ends`: the proposal ends with
     an end of sequence (nothing can follow it). traffic_rate and first_rate: a_t and a_1 of option_rates."""
     if not proposal.ids or proposal.confidence[0] < MIN_CONFIDENCE:
-        return "model"
+        return MODEL
     rates = option_rates(len(proposal.ids), room, ends, traffic_rate, memory, costs, first_rate)
-    return max(("traffic", "both", "model"), key=lambda source: rates.get(source, -1.0))
+    return max((TRAFFIC, BOTH, MODEL), key=lambda source: rates.get(source, -1.0))

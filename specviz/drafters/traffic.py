@@ -27,7 +27,18 @@ from specviz.decoding.engine import vocab_width
 from specviz.decoding.proposal import Draft, DraftContext
 from specviz.models.builtin import cache_root
 
-from .controller import FLOOR_Z, ControllerMemory, Source, choose_source, match_bucket, traffic_length
+from .controller import (
+    BOTH,
+    FLOOR_Z,
+    MODEL,
+    SOURCES,
+    TRAFFIC,
+    ControllerMemory,
+    Source,
+    choose_source,
+    match_bucket,
+    traffic_length,
+)
 from .model import ModelDrafter
 from .suffix import (
     MAX_SPEC_FACTOR,
@@ -149,7 +160,7 @@ class TrafficDrafter:
     drafts_tree = False
     keeps_cache = False
     learns = False  # its store learns between runs (runs.run_trace), not from a round
-    sources: tuple[str, ...] = ("traffic",)
+    sources: tuple[str, ...] = (TRAFFIC,)
 
     def __init__(
         self,
@@ -200,7 +211,7 @@ class TrafficDrafter:
         return replace(proposal, ids=proposal.ids[:end], confidence=proposal.confidence[:end])
 
     def propose(self, committed, gamma, warpers, generator, greedy, confidence) -> Draft:
-        return Draft(list(self.suggest(committed, gamma).ids), None, 0, source="traffic")
+        return Draft(list(self.suggest(committed, gamma).ids), None, 0, source=TRAFFIC)
 
     def rollback(self, committed: list[int]) -> None:
         pass
@@ -241,7 +252,7 @@ class ControllerDrafter:
         "most tokens per second, from their measured acceptance and costs"
     )
     draft_passes = "per token"  # the draft model's, in the rounds it drafts
-    model_sources: tuple[str, ...] = ("model", "both")
+    model_sources: tuple[str, ...] = (MODEL, BOTH)
     cache_lag = 0
     leaves_beside_chain = False
     reads_ngram_size = False
@@ -252,7 +263,7 @@ class ControllerDrafter:
     drafts_tree = False
     keeps_cache = True  # the draft model's
     learns = True
-    sources: tuple[str, ...] = ("traffic", "model", "both")
+    sources: tuple[str, ...] = SOURCES
 
     def __init__(
         self, traffic: TrafficDrafter, model: ModelDrafter, costs: RoundCosts, memory: ControllerMemory | None = None
@@ -300,26 +311,26 @@ class ControllerDrafter:
         ends = bool(ids) and ids[-1] in self.traffic.stop_ids
         first = rates.first.lower(FLOOR_Z)  # the model is the floor: traffic must be sure of its first token
         choice = choose_source(proposal, gamma, ends, rate, self.memory, self.costs, first_rate=first)
-        if choice == "both" and len(ids) >= gamma:
-            choice = "traffic"  # nothing left for the model to add (choose_source never asks it; a patched one may)
+        if choice == BOTH and len(ids) >= gamma:
+            choice = TRAFFIC  # nothing left for the model to add (choose_source never asks it; a patched one may)
         self.choices.append(choice)
         self._shadow = proposal.ids
-        if choice == "traffic":
+        if choice == TRAFFIC:
             self._model_part = None
-            return Draft(ids, None, 0, source="traffic")
-        prefix = ids if choice == "both" else []
+            return Draft(ids, None, 0, source=TRAFFIC)
+        prefix = ids if choice == BOTH else []
         started = time.perf_counter()
         rest = self.model.propose(committed + prefix, gamma - len(prefix), warpers, generator, greedy, confidence)
         self._model_seconds = time.perf_counter() - started  # its tokens were drawn: the forwards are done
         self._model_part = (len(prefix), rest.ids)
         if not prefix:
-            return replace(rest, source="model")
+            return replace(rest, source=MODEL)
         return Draft(
             prefix + rest.ids,
             torch.cat([point_mass_rows(prefix, rest.q), rest.q]),
             rest.forwards,
             (False,) * len(prefix) + (rest.from_lookahead or (False,) * len(rest.ids)),
-            source="both",
+            source=BOTH,
             model_tokens=rest.model_tokens,
             model_seconds=rest.model_seconds,
         )

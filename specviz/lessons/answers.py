@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from specviz import drafters
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.ngram import NgramDrafter
 from specviz.runs import speedup
@@ -226,7 +227,7 @@ def _positions(screen: Screen) -> str:
 def _accuracy(screen: Screen) -> str:
     shown = [(kind, r["top1"]) for kind, r in (screen.data or {}).items()]
     return "Held-out accuracy, the chart's points: " + " · ".join(
-        f"{kind} {'head ' + str(i) + ' ' if kind == 'medusa' else ''}{pct(a)}"
+        f"{kind} {'head ' + str(i) + ' ' if kind == drafters.MEDUSA else ''}{pct(a)}"
         for kind, top1 in shown
         for i, a in enumerate(top1, 1)
     )

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from specviz.drafters import CONTROLLER, EAGLE, MEDUSA, MODEL_SOURCE, TRAFFIC
+
 from .screen import Screen, pct, times
 
 TOP1_POINTS = 0.02  # two heads' first guesses within 2 points are "about the same" (another seed moves one so much)
@@ -21,7 +23,7 @@ def _where(screen: Screen, live: str) -> str:
 
 
 def heads_medusa_k(screen: Screen) -> str:
-    report = screen.data.get("medusa")
+    report = screen.data.get(MEDUSA)
     if report is None:
         return "No Medusa heads are shown: train them above."
     top1 = report["top1"]
@@ -34,7 +36,7 @@ def heads_medusa_k(screen: Screen) -> str:
 
 
 def heads_medusa_eagle(screen: Screen) -> str:
-    medusa, eagle = screen.data.get("medusa"), screen.data.get("eagle")
+    medusa, eagle = screen.data.get(MEDUSA), screen.data.get(EAGLE)
     if medusa is None or eagle is None:
         return "Both kinds must be shown to compare them: train the missing one above."
     e, m = eagle["top1"][0], medusa["top1"][0]
@@ -50,7 +52,7 @@ def heads_medusa_eagle(screen: Screen) -> str:
 
 
 def heads_lossless(screen: Screen) -> str:
-    report = screen.data.get("medusa") or screen.data.get("eagle")
+    report = screen.data.get(MEDUSA) or screen.data.get(EAGLE)
     cut = f" (zero outside its output vocabulary of {report['vocabulary']:,} tokens)" if report else ""
     return (
         "The text's distribution does not depend on the drafter: the target keeps a head's guess d with "
@@ -112,7 +114,7 @@ def batching_knee(screen: Screen) -> str:
 
 
 def learning_traffic_learns(screen: Screen) -> str:
-    t = screen.data["stream"]["summary"]["traffic"]
+    t = screen.data["stream"]["summary"][TRAFFIC]
     first, last = t["first_mean_accepted_per_round"], t["last_mean_accepted_per_round"]
     verdict = "It does" if last > first else "Not here"
     return (
@@ -125,8 +127,8 @@ def learning_drift(screen: Screen) -> str:
     doc = screen.data["stream"]
     rows, at = doc["requests"], doc["summary"]["drift"]["at"]
     before = rows[max(0, at - WINDOW) : at]
-    level = sum(r["traffic"]["mean_accepted_per_round"] for r in before) / max(1, len(before))
-    now = rows[at]["traffic"]["mean_accepted_per_round"]
+    level = sum(r[TRAFFIC]["mean_accepted_per_round"] for r in before) / max(1, len(before))
+    now = rows[at][TRAFFIC]["mean_accepted_per_round"]
     verdict = "it falls" if now < level else "it does not fall here"
     return (
         f"At request {at + 1} {verdict}: {now:.2f} draft tokens accepted per round against {level:.2f} on average "
@@ -137,8 +139,8 @@ def learning_drift(screen: Screen) -> str:
 
 def learning_bench(screen: Screen) -> str:
     rows = screen.data["bench"]["requests"]
-    total = sum(sum(r["controller"]["sources"].values()) for r in rows)
-    model = sum(r["controller"]["sources"]["model"] for r in rows)
+    total = sum(sum(r[CONTROLLER]["sources"].values()) for r in rows)
+    model = sum(r[CONTROLLER]["sources"][MODEL_SOURCE] for r in rows)
     ratio = screen.data["bench"]["summary"]["controller_over_model_last"]
     verdict = (
         "the draft model, every time"
@@ -157,7 +159,7 @@ def learning_side_channel(screen: Screen) -> str:
     rows = screen.data.get("yours") or []
     if len(rows) < 2:
         return "Run the request a second time (Try it again) to compare the traffic drafter's two rows."
-    first, second = (r["traffic"]["mean_accepted_per_round"] for r in rows[-2:])
+    first, second = (r[TRAFFIC]["mean_accepted_per_round"] for r in rows[-2:])
     verdict = "jumps" if second > first + 0.5 else "barely moves (the two requests differ?)"
     return (
         f"The traffic drafter's draft tokens accepted per round {verdict}: {first:.2f} on the first run, "

@@ -225,8 +225,8 @@ def by_schedule(run: LabRun) -> str:
 
 def run_rows(runs: Iterable[LabRun]) -> list[dict]:
     """One row per run, for a table: what sets the run apart and the columns the lab's answers read (acceptance rate,
-    tokens / s) first, whole in a window 1024 px wide (tests/test_layout.py); tokens per pass, the counts and the
-    prompt after."""
+    tokens / s) first, whole in a window 1024 px wide (tests/browser/test_layout.py); tokens per pass, the counts and
+    the prompt after."""
     rows = []
     for run in runs:
         s, c = run.trace.summary, run.trace.config

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from specviz.drafters import source_label
 from specviz.traces.trace import DraftedToken, RoundEvent
 
 from .base import (
@@ -165,9 +166,6 @@ def round_chips_html(event: RoundEvent, greedy: bool) -> str:
     )
 
 
-SOURCE_NAMES = {"traffic": "traffic", "model": "draft model", "both": "traffic + draft model"}
-
-
 def round_head_html(event: RoundEvent, rounds: int | None) -> str:
     """'Round 3 of 12 · γ = 5 · drafted 5 · accepted 2 · rejected at d3 · +3 tokens', then the four steps."""
     n = len(event.drafted)
@@ -179,7 +177,7 @@ def round_head_html(event: RoundEvent, rounds: int | None) -> str:
     head = (
         f'<div class="sv-round-head"><b>Round {count(event.index) + 1}</b>'
         f"{' of ' + esc(rounds) if rounds else ''} · γ = {esc(event.gamma)}"
-        f"{' · source ' + esc(SOURCE_NAMES.get(event.draft_source, event.draft_source)) if event.draft_source else ''}"
+        f"{' · source ' + esc(source_label(event.draft_source)) if event.draft_source else ''}"
         f" · drafted {n} · accepted {esc(event.n_accepted)} · {outcome}"
         f"{' · alternative kept' if event.kept_alternative is not None else ''}"
         f"{f' · {len(event.tree_path)} kept off the chain' if event.tree_path else ''}"

@@ -63,12 +63,12 @@ A_BRIDGE = (
 )
 
 SOURCE_WORDS = {  # who drafted, for the traffic drafter and the controller (RoundEvent.draft_source)
-    "traffic": "**Source: traffic.** The tokens are the most frequent continuation of the longest earlier match "
-    "in the requests served so far and this one (no draft forward; q is a point mass, q = 1).",
-    "model": "**Source: draft model.** The controller expected the draft model to commit the most tokens per "
-    "second this round: no confident traffic match, or matches of this length have not held often enough yet "
-    "to be sure of (the model is the floor: traffic must beat it at a lower bound of its measured rate).",
-    "both": "**Source: traffic, then the draft model.** The traffic match ran out early and the model's "
+    drafters.TRAFFIC_SOURCE: "**Source: traffic.** The tokens are the most frequent continuation of the longest "
+    "earlier match in the requests served so far and this one (no draft forward; q is a point mass, q = 1).",
+    drafters.MODEL_SOURCE: "**Source: draft model.** The controller expected the draft model to commit the most "
+    "tokens per second this round: no confident traffic match, or matches of this length have not held often enough "
+    "yet to be sure of (the model is the floor: traffic must beat it at a lower bound of its measured rate).",
+    drafters.BOTH_SOURCE: "**Source: traffic, then the draft model.** The traffic match ran out early and the model's "
     "continuation was expected to pay for its draft forwards: it continued where the match ended (q = 1 on the "
     "traffic tokens, the model's q after them).",
 }

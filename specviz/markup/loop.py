@@ -3,8 +3,8 @@ round's own tokens beside them: the token budget cutting γ, an empty draft, a r
 sampling, the target's top token when greedy), the accepted drafts, an accepted end of text, the bonus. The engine's
 real code is decoding/engine.py and decoding/acceptance.py; this is the same loop for reading.
 
-The code is valid Python and runs as it stands (tests/test_markup.py runs it on recorded rounds and checks that the
-lines it ran are the lines marked): every name it reads is assigned on a line above it, or is one of the helpers
+The code is valid Python and runs as it stands (tests/markup/test_markup.py runs it on recorded rounds and checks that
+the lines it ran are the lines marked): every name it reads is assigned on a line above it, or is one of the helpers
 that FOOT names (the two models, sample, argmax, norm, random, END)."""
 
 from __future__ import annotations

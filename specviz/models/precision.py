@@ -8,10 +8,10 @@ Memory and speed on this project's CPU: docs/notes/2026-12-precision.md.
         (torch._weight_int8pack_mm)
 
 Each precision is its own target p, and speculative sampling is exact for any p. In every form a Linear layer
-computes each output row from its own input row, bit for bit alone or among up to 32 rows (tests/test_precision.py;
-bfloat16's kernel blocks 33 and more differently, so a feed multiplies in pieces: models/rows.py), and the target's
-attention is made row-invariant (models/attention.py), so a verify's logits equal single steps' bit for bit and
-greedy speculative text is plain decoding's. Dynamic int8 quantization
+computes each output row from its own input row, bit for bit alone or among up to 32 rows
+(tests/models/test_precision.py; bfloat16's kernel blocks 33 and more differently, so a feed multiplies in pieces:
+models/rows.py), and the target's attention is made row-invariant (models/attention.py), so a verify's logits equal
+single steps' bit for bit and greedy speculative text is plain decoding's. Dynamic int8 quantization
 (activation scales from the whole input) would make a row depend on the others: it stays for the draft, whose q is
 only compared with what the draft itself drew. The draft is int8 dynamic on the CPU (fastpath.quantize_draft); a
 batch of rows scales its activations per token instead (fastpath.per_token_activations), so that a row's drafts do

@@ -6,7 +6,7 @@ The events themselves are in events.py (re-exported here); check.py holds the fi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import IO, Annotated, Any
+from typing import IO, Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, TypeAdapter, ValidationError
 
@@ -36,6 +36,7 @@ from specviz.decoding.events import (  # noqa: F401 - the events are read and wr
     Verdict,
     decode_rate,
 )
+from specviz.drafters import all_sources
 from specviz.errors import UserError, refusal
 
 from . import check
@@ -92,7 +93,7 @@ _ROUND = Record(
         "elapsed": _SECONDS,
         "bookkeeping_seconds": _SECONDS,
         "alternatives": Many(_DRAFTED, MAX_ALTERNATIVES),
-        "draft_source": DraftSource,
+        "draft_source": Literal[("", *all_sources())],  # the registered drafters' sources
         "tree": Many(_TREE, MAX_TREE_NODES),
         "choice_seconds": _SECONDS,
     },

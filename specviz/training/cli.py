@@ -7,6 +7,7 @@ import argparse
 import time
 
 from specviz.decoding.config import SEED_LIMIT
+from specviz.drafters import EAGLE, HEADS, MEDUSA, title
 from specviz.drafters.heads_file import HeadsError, heads_path, load_heads, save_heads, target_fingerprint
 from specviz.drafters.heads_report import COLLECT_DTYPES
 from specviz.errors import UserError
@@ -20,7 +21,7 @@ from .train import TrainSettings, TrainStep, train_medusa
 
 # Medusa-1 on Vicuna-7B, top-1 accuracy of heads 1-4 (Cai et al. 2024, Figure 2 / Table 1)
 PUBLISHED_TOP1 = (0.56, 0.32, 0.20, 0.15)
-NAMES = {"medusa": "Medusa heads", "eagle": "EAGLE head"}
+NAMES = {kind: title(kind) for kind in HEADS}  # "Medusa heads", "EAGLE head"
 
 
 class TrainHeadsError(UserError, ValueError):
@@ -42,7 +43,7 @@ RANGES = {  # each whole-number option: its least and largest value (the command
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = TrainSettings()
-    parser.add_argument("--kind", choices=list(NAMES), default="medusa", help="Medusa-1 heads or an EAGLE head")
+    parser.add_argument("--kind", choices=list(NAMES), default=MEDUSA, help="Medusa-1 heads or an EAGLE head")
     parser.add_argument("--heads", type=int, default=defaults.heads, help="Medusa heads K (1-8)")
     parser.add_argument(
         "--data",
@@ -103,8 +104,8 @@ def settings_from(args: argparse.Namespace) -> TrainSettings:
     )
 
 
-def format_accuracy(report: dict, kind: str = "medusa") -> str:
-    if kind == "eagle":
+def format_accuracy(report: dict, kind: str = MEDUSA) -> str:
+    if kind == EAGLE:
         return (
             "EAGLE head, the next token from the target's true feature (held out): "
             f"top-1 {report['top1'][0]:.3f}, top-5 {report['top5'][0]:.3f}"
@@ -135,7 +136,7 @@ def main(args: argparse.Namespace, load_pair, pair_spec) -> int:
             print(format_accuracy(report, kind))
             return 0
     check_training_memory(pair.target, settings, kind)
-    train = train_eagle if kind == "eagle" else train_medusa
+    train = train_eagle if kind == EAGLE else train_medusa
     heads, report = train(
         pair.target, pair.tokenizer, width, settings, pair.eos_ids, progress=ConsoleProgress(), on_step=_epoch_lines()
     )

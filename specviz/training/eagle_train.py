@@ -18,6 +18,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from specviz.drafters import EAGLE
 from specviz.drafters.eagle_head import EAGLE_INTERMEDIATE, EagleHead, head_config
 from specviz.progress import Progress
 
@@ -165,7 +166,7 @@ def train_eagle(
     steps = fit_eagle(head, train_windows, settings, lambda m, f: report_to(f"training: {m}", 0.55 + 0.43 * f), on_step)
     head.eval()
     report = TrainReport(
-        kind="eagle",
+        kind=EAGLE,
         heads=1,
         data=settings.data,
         collect_dtype=dtype_name(collection_dtype(model, settings)),

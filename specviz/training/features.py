@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
+from specviz.drafters import EAGLE
+
 IGNORE = -100  # label of a position whose k-th next token lies beyond its chunk
 # A fresh decoder layer needs more passes than Medusa's zero-initialised blocks (docs/notes/2026-12-heads.md).
 EAGLE_EPOCHS = 16
@@ -35,7 +37,7 @@ def heldout_budget(train_tokens: int) -> int:
 
 def default_epochs(kind: str) -> int:
     """Passes over the data when none are asked for: EAGLE_EPOCHS for the EAGLE head, TrainSettings' for Medusa."""
-    return EAGLE_EPOCHS if kind == "eagle" else TrainSettings.epochs
+    return EAGLE_EPOCHS if kind == EAGLE else TrainSettings.epochs
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from specviz.drafters import EAGLE
 from specviz.drafters.eagle_head import EAGLE_INTERMEDIATE
 from specviz.models.memory import available_memory, weight_counts
 
@@ -32,9 +33,9 @@ def training_bytes(model: Any, settings: TrainSettings, kind: str) -> int:
     cache = settings.rows * (settings.new_tokens + PROMPT_TOKENS) * layers * 2 * kv_width * dtype.itemsize
     logits = settings.rows * vocab * 4 * 3  # float32 logits, their softmax and a temporary
     tokens = settings.train_tokens + settings.heldout_tokens
-    features = tokens * (hidden * 4 + settings.heads * 8) * (2 if kind == "eagle" else 1)  # EAGLE: its windows too
+    features = tokens * (hidden * 4 + settings.heads * 8) * (2 if kind == EAGLE else 1)  # EAGLE: its windows too
     rows = min(vocab, tokens) * hidden  # the LM head's rows of the tokens the answers use
-    if kind == "eagle":
+    if kind == EAGLE:
         params = 4 * hidden * hidden + 3 * hidden * EAGLE_INTERMEDIATE + 2 * hidden * hidden + rows
     else:
         params = settings.heads * (hidden * hidden + hidden) + rows

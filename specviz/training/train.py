@@ -21,6 +21,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from specviz.drafters import MEDUSA
 from specviz.drafters.heads_report import MAX_CURVE
 from specviz.drafters.medusa_heads import MEDUSA_DECAY, MedusaHeads
 from specviz.errors import UserError
@@ -64,7 +65,7 @@ class TrainReport:
     top5: list[float]
     curve: list[dict] = field(default_factory=list)
     where: str = ""  # the pair, device and date it was measured on
-    kind: str = "medusa"  # or "eagle"
+    kind: str = MEDUSA  # or EAGLE
     data: str = "greedy"  # settings.data: what the features were collected from
     collect_dtype: str = "float32"  # the precision the greedy answers were decoded in (greedy.collection_dtype)
 

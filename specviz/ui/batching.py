@@ -239,7 +239,7 @@ TABLE_HELP = {name: st.column_config.NumberColumn(help=text) for name, text in C
 
 def table_row(row: dict, gamma: int) -> dict:
     """One B's row of the table: the columns the guided experiments read (the speed-up of both rules, the tokens a
-    round gives a row against its rows alone) first, whole in a window 1024 px wide (tests/test_layout.py), with
+    round gives a row against its rows alone) first, whole in a window 1024 px wide (tests/browser/test_layout.py), with
     short names; the predictions, best γ and the timings after. A version 2 file has no rows alone, so no such
     column."""
     ragged, cut = row["ragged"], row["min_cut"]

@@ -10,7 +10,7 @@ import streamlit as st
 
 from specviz import markup
 from specviz.charts.heads import accuracy_figure, training_figure
-from specviz.drafters import label
+from specviz.drafters import EAGLE, HEADS, MEDUSA, label, title
 from specviz.drafters.heads_file import cached_report, heads_path, save_heads, target_fingerprint
 from specviz.drafters.heads_report import DATA, RECORDED, ReportError, check_report, load_report
 from specviz.runs import Cancelled, exclusive
@@ -43,7 +43,7 @@ def train_work(settings: TrainSettings, kind: str) -> Work:
     """Train Medusa heads or an EAGLE head on the loaded target in the worker; the steps stream into the job; the
     result serves this session's drafter at once (where the server shares heads: every session's, and it is saved
     in the model cache)."""
-    if kind == "eagle":  # one layer: the page's K slider (disabled then) names no data of its own
+    if kind == EAGLE:  # one layer: the page's K slider (disabled then) names no data of its own
         settings = replace(settings, heads=1)
     learning = session_learning()
 
@@ -62,7 +62,7 @@ def train_work(settings: TrainSettings, kind: str) -> Work:
 
         width = pair.target.config.get_text_config().vocab_size
         with exclusive(pair, job.cancel, job.on_wait):
-            heads, report = (train_eagle if kind == "eagle" else train_medusa)(
+            heads, report = (train_eagle if kind == EAGLE else train_medusa)(
                 pair.target, pair.tokenizer, width, settings, pair.eos_ids, progress=progress, on_step=job.on_event
             )
         report.where = describe_machine(pair.names)
@@ -107,15 +107,15 @@ def train_live(job: Job) -> None:
     st.progress(min(1.0, job.fraction), text=job.progress or "starting…")
     steps = [e for e in job.events if isinstance(e, TrainStep)]
     if steps:
-        kind = job.meta.get("kind", "medusa")  # set by the work before its first step
+        kind = job.meta.get("kind", MEDUSA)  # set by the work before its first step
         curve = [{"step": s.step, "epoch": s.epoch, "loss": s.loss} for s in steps]
         st.plotly_chart(training_figure(curve, kind), config=NO_BAR, key=f"heads.live.{len(steps)}")
-        names = ["first guess"] if kind == "eagle" else [f"head {k + 1}" for k in range(len(steps[-1].top1))]
+        names = ["first guess"] if kind == EAGLE else [f"head {k + 1}" for k in range(len(steps[-1].top1))]
         latest = ", ".join(f"{name}: {a:.0%}" for name, a in zip(names, steps[-1].top1, strict=False))
         st.caption(f"Top-1 on the latest batch of training answers: {latest}")
 
 
-NAMES = {"medusa": "Medusa heads", "eagle": "EAGLE head"}
+NAMES = {kind: title(kind) for kind in HEADS}  # "Medusa heads", "EAGLE head"
 SEED_WORDS = (  # docs/notes/2026-12-heads.md, "Draft heads: Medusa and EAGLE": EAGLE's loss, seed 0 and seed 1
     "**How much is noise.** Trained again with another seed, the EAGLE head's first guess moved by up to 2 points "
     "of held-out accuracy (38.4% against 40.0%; 40.1% against 40.6% with its soft labels, measured while its "
@@ -146,13 +146,13 @@ def decoded_in(report: dict) -> str:
 
 
 FIGURE_WORDS = {
-    "medusa": (
+    MEDUSA: (
         "Head k guesses the token k + 1 positions after the hidden state it reads (head 1: the one after next; the "
         "LM head itself guesses the next). Held out: answers to prompts from files the training never read. The "
         "loss sums every head's cross-entropy, weighted 0.8^k, so it starts near K times a single head's; it drops "
         "in steps at each new epoch, when the heads see the same answers again."
     ),
-    "eagle": (
+    EAGLE: (
         "The first guess of a round, from the target's true feature (the number EAGLE's papers quote as its "
         "first-token acceptance); later guesses read the head's own predicted features. Held out: answers to "
         "prompts from files the training never read."
@@ -163,7 +163,7 @@ FIGURE_WORDS = {
 def show_report(report: dict, origin: str, source: str) -> None:
     """A training report: its caption (source first), the accuracy and loss figures, and how to read them; origin
     ("use", "session" or "recorded") keeps the figures' keys apart."""
-    count = f"{report['heads']} heads" if report["kind"] == "medusa" else "one layer"
+    count = f"{report['heads']} heads" if report["kind"] == MEDUSA else "one layer"
     st.caption(
         f"{source} · {count} · {report['train_tokens']:,} training tokens of {DATA[report['data']]}"
         f"{decoded_in(report)}, "
@@ -177,7 +177,7 @@ def show_report(report: dict, origin: str, source: str) -> None:
         right.plotly_chart(training_figure(report["curve"], report["kind"]), config=NO_BAR, key=f"heads.curve.{name}")
     st.caption(FIGURE_WORDS[report["kind"]])
     if report["top1"][0] < WEAK_TOP1:
-        these, they = ("This head guesses", "it") if report["kind"] == "eagle" else ("These heads guess", "they")
+        these, they = ("This head guesses", "it") if report["kind"] == EAGLE else ("These heads guess", "they")
         st.warning(
             f"{these} the target's next token right {report['top1'][0]:.0%} of the time on held-out answers: "
             f"trained on {report['train_tokens']:,} tokens, {they} will draft poorly (most drafts rejected). "
@@ -205,7 +205,7 @@ def heads_result(page: str, recorded: dict[str, dict | str], settings) -> None:
     private = not session_learning().share_heads  # this session's training serves its drafter first
     for kind, name in NAMES.items():
         st.markdown(f"#### {name}")
-        drafter, them = label(kind), "it" if kind == "eagle" else "them"
+        drafter, them = label(kind), "it" if kind == EAGLE else "them"
         if private and trained and trained["kind"] == kind:
             show_report(trained, "session", f"Trained in this session: your {drafter} drafter uses {them}")
         elif kind in in_use:

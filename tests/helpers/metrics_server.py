@@ -1,5 +1,5 @@
 """A local HTTP server a test starts, serving each serving engine's /metrics text and the ways an endpoint can fail
-(tests/test_your_server.py, tests/test_your_server_page.py, tests/test_your_server_browser.py)."""
+(tests/lessons/test_your_server.py, tests/ui/test_your_server_page.py, tests/browser/test_your_server_browser.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The real app in a real browser on the built-in pair: a prompt run to its end, its rounds stepped through, the
-chips and the speed-up checked (tests/test_browser.py runs the same flow on the tiny pair). Skipped with a reason
-when the pair's cache is not prepared, failed instead under SPECVIZ_REQUIRE_BUILTIN=1."""
+chips and the speed-up checked (tests/browser/test_browser.py runs the same flow on the tiny pair). Skipped with a
+reason when the pair's cache is not prepared, failed instead under SPECVIZ_REQUIRE_BUILTIN=1."""
 
 from __future__ import annotations
 
