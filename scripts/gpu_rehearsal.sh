@@ -20,6 +20,7 @@ PROJECT_PY=${PROJECT_PYTHON:-.venv/bin/python}
 CACHE=${SPECVIZ_REHEARSAL_CACHE:-$HOME/.cache/specviz/gpu-rehearsal}
 VENV=$CACHE/venv-transformers-5.17
 OUTDIR=$(realpath -m "${1:-out/gpu-rehearsal}")
+BORROWED_PTH=zz-borrowed-from-project-venv.pth
 DEVICE_PACKAGES="transformers==5.17.0 huggingface_hub==1.33.0 tokenizers==0.23.2 safetensors==0.8.0 pytest-timeout"
 
 if [ ! -x "$VENV/bin/python" ]; then
@@ -28,13 +29,16 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$base" -m venv "$VENV.tmp"
   borrowed=$("$PROJECT_PY" -c 'import site; print(site.getsitepackages()[0])')
   own=$("$VENV.tmp/bin/python" -c 'import site; print(site.getsitepackages()[0])')
-  echo "$borrowed" >"$own/zz-borrowed-from-project-venv.pth"
+  echo "$borrowed" >"$own/$BORROWED_PTH"
   # with their dependencies: pip installs in the venv only what the borrowed folder lacks or has at another version
   # shellcheck disable=SC2086
   "$VENV.tmp/bin/python" -m pip install -q $DEVICE_PACKAGES
   rm -rf "$VENV" && mv "$VENV.tmp" "$VENV"
 fi
 PY=$VENV/bin/python
+# The venv outlives the checkout that made it (a clean clone, since deleted): it borrows from this run's project venv.
+"$PROJECT_PY" -c 'import site; print(site.getsitepackages()[0])' \
+  >"$("$PY" -c 'import site; print(site.getsitepackages()[0])')/$BORROWED_PTH"
 "$PY" -c "import transformers; assert transformers.__version__.startswith('5.17'), transformers.__version__"
 
 echo "== without the carried wheel: the version check must refuse"
