@@ -72,7 +72,7 @@ def refusal(exc: Any, model: Any, root: str, words: dict[str, str] | None = None
         kind = "range"
     elif kind in ("too_long", "too_short"):
         kind = "entries" if isinstance(value, dict) else "too_long"
-    names = [e["loc"][-1] for e in errors if e["type"] == kind and e["loc"][:-1] == loc[:-1]]
+    names = [e["loc"][-1] for e in errors if e["type"] == kind and e["loc"] and e["loc"][:-1] == loc[:-1]]
     low, high = (_number(limits.get(name)) for name in ("ge" if "ge" in limits else "gt", "le"))
     facts = {
         "where": where,
