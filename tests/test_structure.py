@@ -421,3 +421,24 @@ def test_design_doc_links_and_notes_resolve():
     notes = {path.name for path in (ROOT / "docs" / "notes").glob("2*.md")}
     linked = set(re.findall(r"notes/(2[\w.-]+\.md)", (ROOT / "docs" / "DESIGN.md").read_text(encoding="utf-8")))
     assert notes and notes == linked  # every dated note is linked from DESIGN.md, and every link is a note
+
+
+BESIDE_THE_PACKAGE = {  # tests/ folders that mirror no package folder, each with what it holds
+    "browser": "the app's pages walked in a real Chromium",
+    "scripts": "the scripts/ folder's checks",
+    "real": "every test on the built-in pair (marker real)",
+    "helpers": "plain helpers the test modules import",
+    "data": "files the tests read",
+}
+
+
+def test_the_tests_folders_mirror_the_package():
+    """tests/decoding/ tests specviz/decoding/, and so on; at tests/ itself only the package's own top-level modules'
+    tests (test_runs.py for runs.py) and this one."""
+    tests = ROOT / "tests"
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    package = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    assert folders - package == set(BESIDE_THE_PACKAGE)
+    top_level = {p.stem for p in PACKAGE.glob("*.py")} | {"structure"}
+    assert {p.stem.removeprefix("test_") for p in tests.glob("test_*.py")} <= top_level
+    assert not [p for p in tests.rglob("*.py") if p.parent == tests and not p.name.startswith(("test_", "conftest"))]
