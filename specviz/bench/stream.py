@@ -22,7 +22,7 @@ from typing import Any
 from specviz.decoding.config import SpecConfig
 from specviz.decoding.engine import autoregressive_generate, run_to_end
 from specviz.decoding.metrics import SpecMetrics
-from specviz.drafters import ALONE, CONTROLLER, drafter_class
+from specviz.drafters import ALONE, CONTROLLER, MODEL, drafter_class
 from specviz.drafters.suffix import TrafficStore
 from specviz.drafters.traffic import controller_memory, restore_controller_memory
 from specviz.runs import encode, speculative_generate
@@ -30,7 +30,6 @@ from specviz.traces.trace import RoundEvent
 
 from .stream_file import Request, StreamError, load_stream, read_stream_result  # noqa: F401 - read strictly there; re-exported
 
-MODEL, TRAFFIC = ALONE  # the two drafters the controller chooses between, each run alone
 DRAFTERS = (*ALONE, CONTROLLER)  # the keys of a request's row, in its order
 SOURCES = drafter_class(CONTROLLER).sources  # what the controller may choose each round
 WINDOW = 5  # requests averaged at the start, the end, and before a drift

@@ -8,11 +8,10 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from specviz.drafters import ALONE, CONTROLLER, label
+from specviz.drafters import CONTROLLER, MODEL, TRAFFIC, label
 
 from .base import COLORS, _layout
 
-MODEL, TRAFFIC = ALONE  # a stream row's keys: the drafters bench --stream compares (the registry's names)
 DRAFTER_STYLE = {
     MODEL: ("draft model alone", COLORS["draft"], "solid"),
     TRAFFIC: ("traffic drafter alone", COLORS["measured"], "dot"),

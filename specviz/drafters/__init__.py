@@ -28,8 +28,8 @@ REGISTRY: dict[str, type] = {cls.name: cls for cls in DRAFTER_CLASSES}
 DEFAULT = ModelDrafter.name  # the sidebar's and the CLI's drafter unless one is chosen: SpecConfig's default
 # The drafters bench --stream and the Learning page compare (recorded under these names): the controller and the
 # two it chooses between, each alone.
-CONTROLLER, ALONE = ControllerDrafter.name, (ModelDrafter.name, TrafficDrafter.name)
-TRAFFIC = TrafficDrafter.name
+MODEL, TRAFFIC, CONTROLLER = ModelDrafter.name, TrafficDrafter.name, ControllerDrafter.name
+ALONE = (MODEL, TRAFFIC)
 # The draft heads' kinds (the Heads page trains them; their reports and files are keyed by these names). EAGLE is one
 # layer, Medusa K heads.
 MEDUSA, EAGLE = MedusaDrafter.name, EagleDrafter.name

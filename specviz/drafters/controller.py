@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 from specviz.decoding.costs import Ewma, RoundCosts, expected_tokens
 
 from .suffix import Proposal
 
 Source = Literal["traffic", "model", "both"]  # who drafts a round (Draft.source, RoundEvent.draft_source)
-TRAFFIC, MODEL, BOTH = "traffic", "model", "both"
-SOURCES: tuple[Source, ...] = (TRAFFIC, MODEL, BOTH)
+SOURCES: tuple[Source, ...] = get_args(Source)
+TRAFFIC, MODEL, BOTH = SOURCES
 SOURCE_LABELS: dict[str, str] = {TRAFFIC: "traffic", MODEL: "draft model", BOTH: "traffic + draft model"}  # in words
 
 

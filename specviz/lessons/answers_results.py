@@ -137,10 +137,14 @@ def learning_drift(screen: Screen) -> str:
     )
 
 
+def model_rounds(bench: dict) -> tuple[int, int]:
+    """(the rounds the controller drafted from the draft model, all its drafting rounds) of a bench --stream result."""
+    sources = [r[CONTROLLER]["sources"] for r in bench["requests"]]
+    return sum(s[MODEL_SOURCE] for s in sources), sum(sum(s.values()) for s in sources)
+
+
 def learning_bench(screen: Screen) -> str:
-    rows = screen.data["bench"]["requests"]
-    total = sum(sum(r[CONTROLLER]["sources"].values()) for r in rows)
-    model = sum(r[CONTROLLER]["sources"][MODEL_SOURCE] for r in rows)
+    model, total = model_rounds(screen.data["bench"])
     ratio = screen.data["bench"]["summary"]["controller_over_model_last"]
     verdict = (
         "the draft model, every time"

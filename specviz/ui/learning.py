@@ -22,7 +22,7 @@ from specviz.bench.stream import (
     summarize,
 )
 from specviz.decoding.config import SpecConfig
-from specviz.drafters import ALONE, CONTROLLER
+from specviz.drafters import CONTROLLER, MODEL, TRAFFIC
 from specviz.lessons.lab import short
 from specviz.runs import exclusive
 from specviz.serving import budgets
@@ -34,8 +34,6 @@ from .pair import pair_override
 from .runner import Work
 from .server import bounded, session_learning
 from .state import key, page_state
-
-MODEL, TRAFFIC = ALONE  # a stream row's keys: the drafters bench --stream compares (the registry's names)
 
 RECORDED = ASSETS / "learning" / "inventory_drift.json"  # the bench's --stream result, written with --json
 STREAM = ASSETS / "streams" / "inventory_drift.json"

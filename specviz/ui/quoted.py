@@ -8,13 +8,15 @@ import re
 from collections.abc import Callable
 from functools import cache
 
-from specviz.bench.stream import CONTROLLER, TRAFFIC, load_stream_result
+from specviz.bench.stream import load_stream_result
+from specviz.drafters import TRAFFIC
 from specviz.drafters.heads_report import RECORDED as HEADS
 from specviz.drafters.heads_report import load_report
 from specviz.drafters.medusa import MedusaDrafter
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.ngram import NgramDrafter
 from specviz.lessons import lab
+from specviz.lessons.answers_results import model_rounds
 from specviz.lessons.recorded import load_lab
 from specviz.lessons.screen import Made
 from specviz.runs import speedup
@@ -102,8 +104,7 @@ def bench_prompts() -> dict:
 
 def _bench() -> list[str]:
     doc = _learning("bench_prompts_amx")
-    rounds = sum(sum(r[CONTROLLER]["sources"].values()) for r in doc["requests"])
-    model = sum(r[CONTROLLER]["sources"][MODEL] for r in doc["requests"])
+    model, rounds = model_rounds(doc)
     return [
         f"rounds drafted from the model {model} of {rounds}",
         f"speed against the draft model alone, last 5 prompts {doc['summary']['controller_over_model_last']:.2f}×",
