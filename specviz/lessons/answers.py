@@ -153,6 +153,11 @@ def _cell(screen: Screen, category: str, drafter: str, temperature: float, colum
     return None
 
 
+def _as_drawn(value: float) -> str:
+    """A table cell's number as st.dataframe draws it: without trailing zeros (95.0 is drawn 95, 95.50 is 95.5)."""
+    return format(value, "f").rstrip("0").rstrip(".")
+
+
 def lab_temperature(screen: Screen) -> str:
     rate = {
         (c, t): _cell(screen, c, lab.drafter_name(ModelDrafter.name), t, "acceptance rate")
@@ -182,7 +187,8 @@ def lab_ngram(screen: Screen) -> str:
         (): "copying wins nowhere",
     }[tuple(wins)]
     detail = "; ".join(
-        f"{c}: {both[0]} {speeds[(c, both[0])]} tokens/s against the {both[1]}'s {speeds[(c, both[1])]}"
+        f"{c}: {both[0]} {_as_drawn(speeds[(c, both[0])])} tokens/s against the {both[1]}'s "
+        f"{_as_drawn(speeds[(c, both[1])])}"
         for c in ("repetition", "prose")
     )
     return f"{_where(screen).capitalize()}, {said} (the table's tokens / s, within 5% a tie): {detail}."

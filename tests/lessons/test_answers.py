@@ -276,6 +276,15 @@ def test_each_answer_follows_the_numbers_on_its_page(experiment_id):
                 assert problems(experiment_id, screen, page, words, other), (experiment_id, i, j)
 
 
+def test_the_lab_answer_writes_a_speed_as_the_table_draws_it():
+    """st.dataframe draws 2.0 as 2: an answer that wrote 2.0 quoted a number the page does not show (test_layout)."""
+    speeds = {("repetition", "ngram", 0.0): (0.36, 2.0), ("repetition", "model", 0.0): (0.76, 0.5)}
+    speeds |= {("prose", "ngram", 0.0): (0.04, 0.25), ("prose", "model", 0.0): (0.37, 0.3)}
+    said = answers.answer("lab_ngram", Screen(runs=lab_runs(speeds)))
+    assert "n-gram lookup 2 tokens/s against the draft model's 0.5" in said, said
+    assert "2.0" not in said
+
+
 def test_every_experiment_has_an_answer_and_its_outcomes():
     assert set(answers.ANSWERS) == {e.id for e in experiments.EXPERIMENTS} == set(OUTCOMES)
 
