@@ -1,6 +1,6 @@
 """Does a row's draft (q) or target (p) depend on its batch neighbours? On the built-in pair: the first bench prompt's
 logits over 5 steps after its prompt, alone (B = 1) and beside prompt 1, 2 or 3 (B = 2), with the int8 draft's
-activations scaled per call (torch's own dynamic int8) and per token (what decoding/batch.py uses).
+activations scaled per call (torch's own dynamic int8) and per token (what decoding/batchcache.py uses).
 
     .venv/bin/python scripts/batch_draft_rows.py [--precision auto]
 
@@ -19,7 +19,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import specviz.decoding.batch as batch  # noqa: E402
+import specviz.decoding.batchcache as batch  # noqa: E402
 from specviz.bench.batching import prefilled  # noqa: E402
 from specviz.decoding.engine import vocab_width  # noqa: E402
 from specviz.lessons.prompts import load_prompts  # noqa: E402

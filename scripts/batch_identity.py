@@ -20,11 +20,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from specviz.bench.batching import DEFAULT_ROWS, batches_of, parse_batches  # noqa: E402
-from specviz.decoding.batch import MIN_CUT, RAGGED, batch_plain, batch_speculative  # noqa: E402
+from specviz.decoding.batch import MIN_CUT, RAGGED, batch_plain  # noqa: E402
 from specviz.decoding.config import SpecConfig  # noqa: E402
 from specviz.lessons.prompts import load_prompts  # noqa: E402
 from specviz.models.loading import PairSpec, load_pair  # noqa: E402
-from specviz.runs import encode  # noqa: E402
+from specviz.runs import batch_speculative, encode  # noqa: E402
 
 
 def first_difference(a: list[int], b: list[int]) -> str:

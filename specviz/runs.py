@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -16,14 +16,15 @@ from dataclasses import dataclass
 import torch
 
 from specviz import drafters
-from specviz.decoding import engine
+from specviz.decoding import batch, engine
+from specviz.decoding.batch import RAGGED, BatchResult
 from specviz.decoding.config import SpecConfig
 from specviz.decoding.engine import autoregressive_generate, run_to_end, vocab_width
 from specviz.drafters.traffic import remember as remember_traffic
 from specviz.errors import UserError
 from specviz.traces.trace import Event, RoundEvent, RunSummary, TokenEvent, Trace
 
-__all__ = ["autoregressive_generate", "run_to_end", "run_trace", "speculative_generate"]
+__all__ = ["autoregressive_generate", "batch_speculative", "run_to_end", "run_trace", "speculative_generate"]
 
 MAX_PROMPT_CHARS = 8000
 MAX_PROMPT_TOKENS = 2048
@@ -208,6 +209,21 @@ def speculative_generate(
     kind missing: the target's own, drafters/heads.py)."""
     factory = drafters.factory(config.drafter, traffic, heads)
     return engine.speculative_generate(pair, prompt_ids, config, factory, cancel)
+
+
+def batch_speculative(
+    pair,
+    prompts: Sequence[Sequence[int]],
+    config: SpecConfig,
+    stop_at_eos: bool = True,
+    rule: str = RAGGED,
+    cancel: threading.Event | None = None,
+    traffic=None,
+    heads=None,
+) -> BatchResult:
+    """The engine's round over a batch of prompts, with the config's drafter (traffic and heads as above)."""
+    factory = drafters.factory(config.drafter, traffic, heads)
+    return batch.batch_speculative(pair, prompts, config, factory, stop_at_eos, rule, cancel)
 
 
 def _drain(events, on_event: Callable[[Event], None] | None) -> tuple[list, RunSummary]:

@@ -28,22 +28,14 @@ from functools import partial
 
 import torch
 
-from specviz import ROOT
+from specviz import ROOT, drafters
 from specviz.cli.args import output_path, writing
-from specviz.decoding.batch import (
-    MAX_BATCH,
-    MIN_CUT,
-    RAGGED,
-    BatchResult,
-    batch_plain,
-    batch_speculative,
-    expected_acceptance,
-)
+from specviz.decoding.batch import MAX_BATCH, MIN_CUT, RAGGED, BatchResult, batch_plain, expected_acceptance
 from specviz.decoding.config import GAMMA_LIMIT, ConfigError, SpecConfig
 from specviz.decoding.costs import batched_draft_seconds, expected_tokens
 from specviz.decoding.engine import autoregressive_generate, run_to_end, vocab_width
 from specviz.lessons.prompts import load_prompts
-from specviz.runs import Cancelled, encode, speculative_generate
+from specviz.runs import Cancelled, batch_speculative, encode, speculative_generate
 
 from .batching_prediction import interpolate, median, predicted_speedup, shape_cost, shaped_speedup
 from .batching_report import format_batching
@@ -317,7 +309,8 @@ def run_batching(
     """The whole measurement as a JSON-ready document (format specviz-batching): `runs` pairs (a plain run, then the
     method) per method and B. A set `cancel` (checked between two rounds or two timings) raises runs.Cancelled: a
     stopped run has no document."""
-    config = replace(config, schedule="constant", alternatives=0, lookahead=0).validate()
+    # the draft model, whose batched forwards the prediction prices (other drafters batch too, but are not modelled)
+    config = replace(config, drafter=drafters.MODEL, schedule="constant", alternatives=0, lookahead=0).validate()
     sweep = sorted({*gammas, config.gamma})
     log(f"T(n): the target over n = {curve_tokens[0]}..{curve_tokens[-1]} new tokens")
     seconds = forward_curve(pair, prompts[0], curve_tokens, repeats, cancel=cancel)

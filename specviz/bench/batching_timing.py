@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import torch
 
-from specviz.decoding.batch import BatchCache, left_padded
+from specviz.decoding.batchcache import BatchCache, left_padded
 from specviz.decoding.engine import synchronize, vocab_width
 
 from .batching_prediction import median

@@ -86,3 +86,42 @@ def _check_chain(
         matches = [u_i < r_i for u_i, r_i in zip(u, ratios, strict=True)]
         draws = list(u)
     return ratios, draws, next((i for i, ok in enumerate(matches) if not ok), n)
+
+
+# ---------------------------------------------------------------- step 4 of a batch: how many tokens each row commits
+
+RAGGED, MIN_CUT = "ragged", "min-cut"
+RULES = (RAGGED, MIN_CUT)
+
+
+@dataclass(frozen=True)
+class RowCheck:
+    """Step 3 for one row of a batch: its draft, the target's rows p for it, and the ordinary rule's decision."""
+
+    draft_ids: list[int]
+    p: torch.Tensor  # [n + 1, V]
+    decision: Decision
+
+
+def ragged_outcomes(checks: list[RowCheck]) -> list[list[int]]:
+    """Ragged (what serving engines do): every row commits its own ordinary outcome, its accepted drafts and its
+    correction or bonus; each row keeps its own cache length and positions."""
+    return [check.decision.kept + [check.decision.next_token] for check in checks]
+
+
+def cut_outcomes(checks: list[RowCheck]) -> list[list[int]]:
+    """Min-cut (the Batching page's comparison): every row commits m + 1 tokens, m = the shortest accepted prefix.
+
+    A row with j_r = m keeps its whole ordinary outcome (accepted drafts, then its correction or bonus token); a row
+    with j_r > m keeps its first m + 1 accepted drafts: the prefix of its ordinary outcome. Lossless, because m is
+    fixed by the other rows' draws, never by this row's token at the cut (docs/DESIGN.md, "Batching").
+    """
+    m = min(check.decision.n_accepted for check in checks)
+    out = []
+    for check in checks:
+        decision = check.decision
+        if decision.n_accepted == m:
+            out.append(decision.kept + [decision.next_token])
+        else:
+            out.append(check.draft_ids[: m + 1])
+    return out

@@ -293,3 +293,34 @@ class CachedModel:
     def pending(self, committed: list[int]) -> list[int]:
         """Committed tokens not yet in the cache (call after rollback)."""
         return committed[len(self.ids) :]
+
+    # The row-shaped calls of a batch's cache (batchcache.BatchCache), for its one row: the engine's round runs on
+    # either.
+
+    @property
+    def rows(self) -> int:
+        return 1
+
+    def lengths(self) -> list[int]:
+        return [self.length]
+
+    def feed_rows(self, rows: list[list[int]], keep: int = 1) -> torch.Tensor:
+        """[1, keep, V]: feed(rows[0], keep) as a batch of one."""
+        (row,) = rows
+        return self.feed(row, logits_to_keep=keep)[None]
+
+    def pending_rows(self, committed: list[list[int]]) -> list[list[int]]:
+        (row,) = committed
+        return [self.pending(row)]
+
+    def rollback_rows(self, committed: list[list[int]]) -> None:
+        (row,) = committed
+        self.rollback(row)
+
+    def drop(self, row: int, count: int) -> None:
+        """Forget the newest `count` cached tokens (drafts or guesses that turned out wrong)."""
+        self.truncate(self.length - count)
+
+    def keep_rows(self, rows: list[int]) -> None:
+        if list(rows) != [0]:
+            raise ValueError("a one-row cache keeps its row")

@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from specviz.decoding.batchcache import RowTarget
 from specviz.decoding.config import accept_drafters
-from specviz.decoding.proposal import DraftContext, Drafter
+from specviz.decoding.proposal import DraftContext, Drafter, RowByRow
 from specviz.errors import UserError
 
 from . import controller
@@ -29,6 +30,10 @@ DEFAULT = ModelDrafter.name  # the sidebar's and the CLI's drafter unless one is
 # The drafters bench --stream and the Learning page compare (recorded under these names): the controller and the
 # two it chooses between, each alone.
 MODEL, TRAFFIC, CONTROLLER = ModelDrafter.name, TrafficDrafter.name, ControllerDrafter.name
+NGRAM = NgramDrafter.name  # the lookup without a store (point mass; the tests of a batch use it)
+CHOOSERS = tuple(
+    name for name, cls in REGISTRY.items() if cls.sources
+)  # whose drafts depend on what they saw and timed
 ALONE = (MODEL, TRAFFIC)
 # The draft heads' kinds (the Heads page trains them; their reports and files are keyed by these names). EAGLE is one
 # layer, Medusa K heads.
@@ -121,7 +126,14 @@ class Factory:
                 f"this pair has no draft model, which the {self.kind.name} drafter needs: choose one that needs none "
                 f"({modelless}), or load a draft model"
             )
-        return self.kind.for_run(replace(context, traffic=self.traffic, heads=self.heads))
+        context = replace(context, traffic=self.traffic, heads=self.heads)
+        if getattr(self.kind, "batches", False):  # its rows share its forwards: it takes the whole batch
+            return self.kind.for_run(context)
+        if context.rows == 1:
+            return RowByRow([self.kind.for_run(context)])
+        # one drafter per row, each reading its row of the batch's target (the heads read its hidden states)
+        targets = [RowTarget(context.target, row) for row in range(context.rows)]
+        return RowByRow([self.kind.for_run(replace(context, target=t, rows=1)) for t in targets], targets)
 
 
 def factory(name: str, traffic: Any = None, heads: Any = None) -> Factory:

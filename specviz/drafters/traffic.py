@@ -286,10 +286,10 @@ class ControllerDrafter:
 
     @property
     def cache_length(self) -> int:
-        return self.model.cache_length
+        return self.model.cache_lengths()[0]
 
     def prefill(self, ids: list[int]) -> None:
-        self.model.prefill(ids)
+        self.model.prefill([ids])  # its draft model is a batch of this one row
 
     def propose(self, committed, gamma, warpers, generator, greedy, confidence) -> Draft:
         entered = time.perf_counter()
@@ -320,7 +320,9 @@ class ControllerDrafter:
             return Draft(ids, None, 0, source=TRAFFIC)
         prefix = ids if choice == BOTH else []
         started = time.perf_counter()
-        rest = self.model.propose(committed + prefix, gamma - len(prefix), warpers, generator, greedy, confidence)
+        (rest,) = self.model.propose(
+            [committed + prefix], [gamma - len(prefix)], warpers, generator, greedy, confidence
+        )
         self._model_seconds = time.perf_counter() - started  # its tokens were drawn: the forwards are done
         self._model_part = (len(prefix), rest.ids)
         if not prefix:
@@ -347,7 +349,7 @@ class ControllerDrafter:
                 self.memory.model_rate.observe(*agreeing(ids, new[offset:]))
         self._shadow = ()  # a plain round (no propose) comes next at times: nothing of this one is checked again
         self._carried += time.perf_counter() - entered
-        self.model.rollback(committed)
+        self.model.rollback([committed])
 
     def learn(self, cost: RoundCost) -> None:
         """Nothing: the round's seconds went into the run's cost model (the engine's), its acceptance into the

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from specviz.decoding.batch import BatchCache, left_padded
+from specviz.decoding.batchcache import BatchCache, left_padded
 from specviz.drafters.heads_report import COLLECT_DTYPES
 from specviz.models.fastpath import native_bfloat16
 from specviz.models.loading import encode_text

@@ -18,9 +18,10 @@ from specviz.bench.batching import (
 )
 from specviz.bench.batching_prediction import interpolate, median, predicted_speedup, shape_cost, shaped_speedup
 from specviz.bench.batching_timing import median_costs
-from specviz.decoding.batch import batch_plain, batch_speculative
+from specviz.decoding.batch import batch_plain
 from specviz.decoding.config import ConfigError, SpecConfig
 from specviz.models.tiny import tiny_pair
+from specviz.runs import batch_speculative
 from specviz.traces.batching import BatchingFileError, check_batching
 
 TOKENS = [1, 2, 4, 8]

@@ -14,13 +14,17 @@ from helpers.lossless import chi_square_rejects
 from helpers.unequal_widths import unequal_pair
 
 import specviz.decoding.batch as batch
-from specviz.decoding.batch import MIN_CUT, RAGGED, BatchCache, RowCheck, batch_plain, batch_speculative, left_padded
+import specviz.decoding.engine as engine
+from specviz.decoding.acceptance import Decision
+from specviz.decoding.batch import MIN_CUT, RAGGED, RowCheck, batch_plain
+from specviz.decoding.batchcache import BatchCache, left_padded
 from specviz.decoding.config import SpecConfig
 from specviz.decoding.engine import EngineError, autoregressive_generate, run_to_end, speculative_generate
 from specviz.decoding.metrics import SpecMetrics
 from specviz.decoding.sampling import build_warpers, probabilities
 from specviz.drafters import factory
 from specviz.models.tiny import tiny_pair
+from specviz.runs import batch_speculative
 
 RAGGED_PROMPTS = [[5, 6, 7], [8, 9, 10, 11, 12, 13, 14, 15, 16], [20], [30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41]]
 MORE_PROMPTS = [[40 + i, 3 * i % 50 + 1, 7] for i in range(12)]  # with RAGGED_PROMPTS: 16 prompts
@@ -197,7 +201,7 @@ def fresh_draw_at_the_cut(checks):
 
 def test_a_fresh_draw_at_the_cut_is_detected(far_pair, monkeypatch):
     torch.manual_seed(0)
-    monkeypatch.setattr(batch, "cut_round", fresh_draw_at_the_cut)
+    monkeypatch.setattr(engine, "cut_outcomes", fresh_draw_at_the_cut)
     results = verdicts(far_pair, SAMPLING, MIN_CUT)
     assert any(rejects for rejects, _, _ in results), f"the broken cut passed: {results}"
 
@@ -205,11 +209,11 @@ def test_a_fresh_draw_at_the_cut_is_detected(far_pair, monkeypatch):
 def test_the_broken_cut_differs_only_where_a_draft_was_kept():
     """Sanity of the negative control itself: with every row stopping at the same place it is the exact rule."""
     p = torch.tensor([[0.5, 0.5], [0.5, 0.5]])
-    decision = batch.Decision(
+    decision = Decision(
         kept=[], rejection_index=0, next_token=1, next_prob=0.5, next_row=0, u=[0.9], ratios=[0.5], residual_row=p[0]
     )
     checks = [RowCheck([0], p, decision), RowCheck([0], p, decision)]
-    assert fresh_draw_at_the_cut(checks) == batch.cut_round(checks) == [[1], [1]]
+    assert fresh_draw_at_the_cut(checks) == batch.cut_outcomes(checks) == [[1], [1]]
 
 
 @pytest.mark.parametrize("target_rows, draft_rows", [(29, 32), (32, 29)], ids=["wider draft", "wider target"])

@@ -10,12 +10,13 @@ import copy
 import pytest
 import torch
 
-import specviz.decoding.batch as batch
-from specviz.decoding.batch import BatchCache, batch_speculative, left_padded
+import specviz.decoding.batchcache as batchcache
+from specviz.decoding.batchcache import BatchCache, left_padded
 from specviz.decoding.config import SpecConfig
 from specviz.decoding.engine import vocab_width
 from specviz.models.fastpath import per_token_activations, quantize_draft, quantize_linear
 from specviz.models.tiny import tiny_pair
+from specviz.runs import batch_speculative
 
 PROMPTS = [[5, 6, 7], [8, 9, 10, 11, 12, 13, 14, 15, 16], [20], [30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41]]
 
@@ -30,7 +31,7 @@ def int8_pair():
 @pytest.fixture
 def per_call_scale(monkeypatch):
     """torch's own dynamic int8 in the batched path: one activation scale per forward over every row."""
-    monkeypatch.setattr(batch, "per_token_activations", contextlib.nullcontext)
+    monkeypatch.setattr(batchcache, "per_token_activations", contextlib.nullcontext)
 
 
 def test_a_layer_gives_each_row_the_same_bits_alone_and_together_only_per_token():
@@ -94,10 +95,12 @@ def test_the_per_call_scale_is_caught(int8_pair, per_call_scale):
 
 
 def round_lengths(pair) -> tuple[list[int], list[int]]:
-    """(every (row, round)'s tokens in one batch of 4, the same prompts decoded one at a time), sorted."""
+    """(every (row, round)'s tokens in one batch of 4, the same prompts in two batches of 2), sorted. (Decoded one
+    at a time they run on the engine's one-row cache, whose attention rounds differently: neighbours are the
+    question here.)"""
     config = SpecConfig(gamma=4, max_new_tokens=20)
-    alone = [n for p in PROMPTS for n in batch_speculative(pair, [p], config).row_rounds]
-    return sorted(batch_speculative(pair, PROMPTS, config).row_rounds), sorted(alone)
+    apart = [n for two in (PROMPTS[:2], PROMPTS[2:]) for n in batch_speculative(pair, two, config).row_rounds]
+    return sorted(batch_speculative(pair, PROMPTS, config).row_rounds), sorted(apart)
 
 
 def test_an_int8_draft_keeps_each_rows_round_lengths_in_a_batch(int8_pair):

@@ -177,9 +177,9 @@ def test_a_kept_sibling_that_repeats_a_drafted_token_reads_its_own_row(pair, pro
     i = next(i for i in range(len(prompt_ids), len(text) - 3) if text[i + 2] == text[i + 2 - back])
     t1, t2, t3 = text[i : i + 3]
     wrong, other = [t for t in range(pair.target.config.vocab_size) if t not in (t1, t2, t3)][:2]
-    run = start_run(pair, text[:i], SpecConfig(gamma=3, alternatives=2), drafters.factory("model"))
+    run = start_run(pair, [text[:i]], SpecConfig(gamma=3, alternatives=2), drafters.factory("model"))
     uniform = torch.full((3, pair.target.config.vocab_size), 1.0 / pair.target.config.vocab_size, device=pair.device)
-    p, decision = verify_phase(run, with_alternatives(Draft([t1, t2, wrong], uniform, 0), [other, t3]))
+    ((p, decision),) = verify_phase(run, [with_alternatives(Draft([t1, t2, wrong], uniform, 0), [other, t3])])
     assert decision.kept == [t1, t2, t3] and decision.tree_path == (1,)  # t3, the second sibling of d_3
     assert decision.next_row == 5  # rows: after the pending token, t1, t2, wrong; then after other, after t3
     assert decision.next_token == text[i + 3]  # what the target alone says next
@@ -313,25 +313,34 @@ def test_lookahead_drafts_the_same_tokens_with_fewer_forwards(pair, prompt_ids, 
         assert look.draft_forwards < plain.draft_forwards  # the tiny target's greedy text loops: guesses hit
 
 
+@pytest.mark.parametrize("rows", [1, 3])
 @torch.inference_mode()
-def test_lookahead_keeps_the_draft_cache_consistent(pair, prompt_ids):
+def test_lookahead_keeps_the_draft_cache_consistent(pair, prompt_ids, rows):
     """Wrong guesses are cut from the draft's cache: after a round and a rollback its next logits are
-    those of a fresh forward over the committed text."""
+    those of a fresh forward over the committed text, for one row (CachedModel) and for each row of a batch
+    (BatchCache, whose rows hold different lengths)."""
     from specviz.decoding.sampling import build_warpers
     from specviz.drafters.model import ModelDrafter
 
     config = SpecConfig(gamma=8)
-    drafter = ModelDrafter(pair.draft, pair.draft.config.vocab_size, lookahead=8)
-    committed = list(prompt_ids)
-    for _ in range(6):
-        draft = drafter.propose(committed, 8, build_warpers(config), None, True, 0.0)
+    drafter = ModelDrafter(pair.draft, pair.draft.config.vocab_size, lookahead=8, rows=rows)
+    committed = [list(prompt_ids)[: len(prompt_ids) - r] for r in range(rows)]
+    for step in range(6):
+        drafts = drafter.propose(committed, [8 - r for r in range(rows)], build_warpers(config), None, True, 0.0)
         assert drafter.state.cache.get_seq_length() == drafter.state.length
-        assert drafter.state.ids[: len(committed) + len(draft.ids) - 1] == committed + draft.ids[:-1]
-        committed = committed + draft.ids[: len(draft.ids) // 2] + [7]  # a partial accept and a correction
+        held = drafter.state.ids if rows > 1 else [drafter.state.ids]
+        for r, draft in enumerate(drafts):
+            assert held[r][: len(committed[r]) + len(draft.ids) - 1] == committed[r] + draft.ids[:-1]
+        # a partial accept and a correction, a different share in each row
+        pairs = enumerate(zip(committed, drafts, strict=True))
+        committed = [c + d.ids[: len(d.ids) // (2 + r + step % 2)] + [7] for r, (c, d) in pairs]
         drafter.rollback(committed)
-        assert drafter.state.ids == committed[: len(drafter.state.ids)]
-    fresh = pair.draft(torch.tensor([committed])).logits[0, -1]
-    torch.testing.assert_close(drafter.state.feed(drafter.state.pending(committed))[0], fresh, atol=1e-4, rtol=1e-4)
+        held = drafter.state.ids if rows > 1 else [drafter.state.ids]
+        assert all(h == c[: len(h)] for h, c in zip(held, committed, strict=True))
+    logits = drafter.state.feed_rows(drafter.state.pending_rows(committed))[:, -1]
+    for r, row in enumerate(committed):
+        fresh = pair.draft(torch.tensor([row])).logits[0, -1]
+        torch.testing.assert_close(logits[r], fresh, atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.parametrize(

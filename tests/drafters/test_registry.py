@@ -8,13 +8,13 @@ import pytest
 
 from specviz import drafters
 from specviz.decoding.config import ConfigError, SpecConfig, default_drafter, drafter_names
-from specviz.decoding.proposal import Drafter
+from specviz.decoding.proposal import Capabilities
 from specviz.drafters.ngram import NgramDrafter
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = tuple(drafters.REGISTRY)
 CAPABILITIES = {
-    name: hint for name, hint in Drafter.__annotations__.items() if name not in ("name", "title")
+    name: hint for name, hint in Capabilities.__annotations__.items() if name not in ("name", "title")
 }  # needs_draft_model, needs_hidden_states, point_mass, drafts_tree, keeps_cache, learns, sources
 WORDS = ("title", "label", "description", "cache_note")  # what a person reads about a drafter
 SHAPE = {  # what the trace check and the cache view read
