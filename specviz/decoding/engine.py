@@ -1,10 +1,12 @@
 """Speculative decoding and its baseline, as generators of trace events.
 
-The engine knows token ids only. Per-run state (a Run: KV caches, the torch.Generator, the drafter, the
+The engine knows token ids only. Per-run state (a Run: KV caches, the torch.Generator, the drafter, each row's
 committed ids, the clock) lives in the call; the shared models are never mutated. Notation: p = target,
 q = draft, gamma = draft length, x = the committed tokens.
 
-One round (see docs/DESIGN.md, "The engine"):
+One round, the same for one row (the generators below, which the pages step through) and for B rows (batch.py): each
+phase takes every row still decoding, on a CachedModel for one row and a BatchCache for more (see docs/DESIGN.md,
+"The engine"):
   1. draft   d_i ~ q_i = transform(draft logits | x, d_<i),  i = 1..n <= gamma  (a Drafter, proposal.py); the
              draft heads hedge with a token tree of their own, a draft model with alternatives c_1..c_k to d_n
              when it is unsure of it: siblings of d_n in the same tree (tree.py)

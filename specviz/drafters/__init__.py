@@ -86,6 +86,11 @@ def title(name: str, draft: str = "draft model") -> str:
     return REGISTRY[name].title.format(draft=draft) if name in REGISTRY else name
 
 
+def head_titles() -> dict[str, str]:
+    """Each head kind's title ("Medusa heads", "EAGLE head"): the Heads page's and train-heads' words."""
+    return {kind: title(kind) for kind in HEADS}
+
+
 def descriptions(names: bool = False) -> str:
     """Every registered drafter's label (its name, for the command line) and one-line description: a help text."""
     return " ".join(f"{name if names else cls.label}: {cls.description}." for name, cls in REGISTRY.items())

@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from specviz import drafters
-from specviz.drafters.model import ModelDrafter
-from specviz.drafters.ngram import NgramDrafter
 from specviz.runs import speedup
 
 from . import answers_more as more
@@ -160,7 +158,7 @@ def _as_drawn(value: float) -> str:
 
 def lab_temperature(screen: Screen) -> str:
     rate = {
-        (c, t): _cell(screen, c, lab.drafter_name(ModelDrafter.name), t, "acceptance rate")
+        (c, t): _cell(screen, c, drafters.label(drafters.MODEL), t, "acceptance rate")
         for c in ("code", "prose")
         for t in (0.0, 1.0)
     }
@@ -175,7 +173,7 @@ def lab_temperature(screen: Screen) -> str:
 
 
 def lab_ngram(screen: Screen) -> str:
-    both = (lab.drafter_name(NgramDrafter.name), lab.drafter_name(ModelDrafter.name))
+    both = (drafters.label(drafters.NGRAM), drafters.label(drafters.MODEL))
     speeds = {(c, d): _cell(screen, c, d, 0.0, "tokens / s") for c in ("repetition", "prose") for d in both}
     if any(v is None for v in speeds.values()):
         return "The batch shown lacks a greedy run of both drafters on repetition and prose: press the button again."

@@ -42,17 +42,12 @@ class LabRun:
     def label(self) -> str:
         c = self.trace.config
         temp = "greedy" if c.greedy else f"T={c.temperature:g}"
-        return f"{self.category} · {drafter_name(c.drafter)} · {temp} · {c.schedule} · {short(self.prompt, 40)}"
+        return f"{self.category} · {drafters.label(c.drafter)} · {temp} · {c.schedule} · {short(self.prompt, 40)}"
 
 
 def short(text: str, limit: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def drafter_name(drafter: str) -> str:
-    """The drafter's label for the lab's tables and answers: the registry's."""
-    return drafters.label(drafter)
 
 
 def plan_batch(
@@ -216,7 +211,7 @@ def by_temperature(run: LabRun) -> str:
 
 
 def by_drafter(run: LabRun) -> str:
-    return drafter_name(run.trace.config.drafter)
+    return drafters.label(run.trace.config.drafter)
 
 
 def by_schedule(run: LabRun) -> str:
@@ -233,7 +228,7 @@ def run_rows(runs: Iterable[LabRun]) -> list[dict]:
         rows.append(
             {
                 "category": run.category,
-                "drafter": drafter_name(c.drafter),
+                "drafter": drafters.label(c.drafter),
                 "temperature": c.temperature,
                 "acceptance rate": round(s.acceptance_rate, 3),
                 "tokens / s": round(s.tokens_per_second, 2),
@@ -258,7 +253,7 @@ def drafter_comparison(runs: Iterable[LabRun]) -> list[dict]:
     for run in runs:
         c, s = run.trace.config, run.trace.summary
         drafters = table.setdefault((run.category, run.prompt, c.temperature, c.schedule), {})
-        drafters[drafter_name(c.drafter)] = {
+        drafters[drafters.label(c.drafter)] = {
             "tokens / s": round(s.tokens_per_second, 2),
             "acceptance": round(s.acceptance_rate, 3),
             "mean acceptance length": mean_acceptance_length(run.trace),

@@ -7,7 +7,7 @@ import argparse
 import time
 
 from specviz.decoding.config import SEED_LIMIT
-from specviz.drafters import EAGLE, HEADS, MEDUSA, title
+from specviz.drafters import EAGLE, MEDUSA, head_titles
 from specviz.drafters.heads_file import HeadsError, heads_path, load_heads, save_heads, target_fingerprint
 from specviz.drafters.heads_report import COLLECT_DTYPES
 from specviz.errors import UserError
@@ -21,7 +21,7 @@ from .train import TrainSettings, TrainStep, train_medusa
 
 # Medusa-1 on Vicuna-7B, top-1 accuracy of heads 1-4 (Cai et al. 2024, Figure 2 / Table 1)
 PUBLISHED_TOP1 = (0.56, 0.32, 0.20, 0.15)
-NAMES = {kind: title(kind) for kind in HEADS}  # "Medusa heads", "EAGLE head"
+NAMES = head_titles()  # "Medusa heads", "EAGLE head"
 
 
 class TrainHeadsError(UserError, ValueError):

@@ -71,8 +71,9 @@ def live_form(settings: Settings) -> None:
         problem = problem or (None if prompts else "Type at least one prompt.")
         b1, b2 = st.columns([1.4, 5], vertical_alignment="center")
         b2.caption(
-            "Greedy, γ from the sidebar: first T(n), then plain and speculative decoding at each batch size. Minutes "
-            "on a CPU with the built-in pair, seconds with the tiny pair."
+            "Greedy, γ from the sidebar, drafted by the draft model whichever drafter the sidebar has: first T(n), "
+            "then plain and speculative decoding at each batch size. Minutes on a CPU with the built-in pair, seconds "
+            "with the tiny pair."
         )
         if problem:
             st.error(problem)

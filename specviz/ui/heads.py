@@ -10,7 +10,7 @@ import streamlit as st
 
 from specviz import markup
 from specviz.charts.heads import accuracy_figure, training_figure
-from specviz.drafters import EAGLE, HEADS, MEDUSA, label, title
+from specviz.drafters import EAGLE, MEDUSA, head_titles, label
 from specviz.drafters.heads_file import cached_report, heads_path, save_heads, target_fingerprint
 from specviz.drafters.heads_report import DATA, RECORDED, ReportError, check_report, load_report
 from specviz.runs import Cancelled, exclusive
@@ -115,7 +115,7 @@ def train_live(job: Job) -> None:
         st.caption(f"Top-1 on the latest batch of training answers: {latest}")
 
 
-NAMES = {kind: title(kind) for kind in HEADS}  # "Medusa heads", "EAGLE head"
+NAMES = head_titles()  # "Medusa heads", "EAGLE head"
 SEED_WORDS = (  # docs/notes/2026-12-heads.md, "Draft heads: Medusa and EAGLE": EAGLE's loss, seed 0 and seed 1
     "**How much is noise.** Trained again with another seed, the EAGLE head's first guess moved by up to 2 points "
     "of held-out accuracy (38.4% against 40.0%; 40.1% against 40.6% with its soft labels, measured while its "

@@ -16,6 +16,7 @@ from typing import Any
 
 import streamlit as st
 
+from specviz import drafters
 from specviz.decoding.config import SpecConfig
 from specviz.lessons import lab
 from specviz.markup import code
@@ -271,7 +272,7 @@ def lab_work(plan: Sequence[lab.PlannedRun], chat: bool) -> Work:
             job.fraction = i / len(plan)
             c = planned.config
             job.progress = (
-                f"run {i + 1} of {len(plan)}: {planned.category} · {lab.drafter_name(c.drafter)} · "
+                f"run {i + 1} of {len(plan)}: {planned.category} · {drafters.label(c.drafter)} · "
                 f"{'greedy' if c.greedy else f'T={c.temperature:g}'} · {c.schedule}"
             )
             try:
