@@ -49,6 +49,9 @@ GPU_CURVE_TOKENS = CURVE_TOKENS + (384, 512, 768, 1024, 1536, 2048, 3072, 4096)
 DEFAULT_BATCHES = (1, 2, 4, 8, 16)
 DEFAULT_GAMMAS = (1, 2, 3, 4, 6)  # the sweep at each B (the fixed --gamma joins it)
 DEFAULT_ROWS = 4  # every B decodes at least these rows (B = 1: four batches of one)
+# The draft model drafting gamma every round: the prediction prices its forwards at the rounds' shapes (other drafters
+# batch through the same round, but no cost model here prices them; a confidence stop drafts fewer than a shape says).
+FIXED = dict(drafter=drafters.MODEL, schedule="constant", draft_confidence=0.0, alternatives=0, lookahead=0)
 ENGINE_REPEATS = 3  # the bench's B = 1 through the single-row engine and the batched path, each this many times
 RUNS = 3  # the bench's pairs (a plain run, then the method) per method and B: their median is the speed-up
 
@@ -309,8 +312,7 @@ def run_batching(
     """The whole measurement as a JSON-ready document (format specviz-batching): `runs` pairs (a plain run, then the
     method) per method and B. A set `cancel` (checked between two rounds or two timings) raises runs.Cancelled: a
     stopped run has no document."""
-    # the draft model, whose batched forwards the prediction prices (other drafters batch too, but are not modelled)
-    config = replace(config, drafter=drafters.MODEL, schedule="constant", alternatives=0, lookahead=0).validate()
+    config = replace(config, **FIXED).validate()
     sweep = sorted({*gammas, config.gamma})
     log(f"T(n): the target over n = {curve_tokens[0]}..{curve_tokens[-1]} new tokens")
     seconds = forward_curve(pair, prompts[0], curve_tokens, repeats, cancel=cancel)

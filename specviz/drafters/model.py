@@ -113,18 +113,10 @@ class ModelDrafter:
             refeed, still = [], []
             for r, token, q_row in zip(drafting, tokens, q, strict=True):
                 draft = drafts[r]
-                draft.ids.append(int(token))
-                draft.q.append(q_row)
-                draft.from_lookahead.append(draft.row > 0)
-                guessed_right = draft.row < len(draft.guess) and token == draft.guess[draft.row]
-                self.guesses[r].taken += guessed_right and draft.row == 0
-                # Stop early when the draft itself is unsure (its tokens would mostly be rejected) or has ended the
-                # text.
-                if (
-                    len(draft.ids) == gammas[r]
-                    or token in self.stop_ids
-                    or (confidence > 0 and float(q_row.max()) < confidence)
-                ):
+                guessed_right = self._drawn(r, draft, int(token), q_row)
+                # Stop early when the draft itself is unsure (its tokens would mostly be rejected) or has ended the text
+                unsure = confidence > 0 and float(q_row.max()) < confidence
+                if len(draft.ids) == gammas[r] or token in self.stop_ids or unsure:
                     continue
                 still.append(r)
                 if guessed_right:
@@ -150,6 +142,15 @@ class ModelDrafter:
             )
             for d in drafts
         ]
+
+    def _drawn(self, r: int, draft: _Drafting, token: int, q_row: torch.Tensor) -> bool:
+        """Record row r's drawn token with its q row; whether it is the guess its logits row was conditioned on."""
+        draft.ids.append(token)
+        draft.q.append(q_row)
+        draft.from_lookahead.append(draft.row > 0)
+        guessed_right = draft.row < len(draft.guess) and token == draft.guess[draft.row]
+        self.guesses[r].taken += guessed_right and draft.row == 0
+        return guessed_right
 
     def _forward(self, drafts: list[_Drafting], fed: list[int], feeds: list[list[int]]) -> None:
         """One draft forward over the rows in `fed` (each its feeds[r]); each keeps the rows of its guesses."""
