@@ -43,7 +43,7 @@ with form:
         list(registry.standalone()),
         default=list(registry.standalone()),
         key=k(PAGE, "drafters"),
-        format_func=lab.drafter_name,
+        format_func=registry.label,
     )
     schedules = c3.multiselect(
         "Schedules", ["constant", "adaptive", "auto"], default=["constant"], key=k(PAGE, "schedules")

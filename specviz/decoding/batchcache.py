@@ -177,7 +177,10 @@ class BatchCache:
         self.truncate(int(held[-1]) + 1 if len(held) else 0)
 
     def truncate(self, length: int) -> None:
+        """Keep the first `length` columns; each row forgets the tokens it held beyond them."""
         if length < self.length:
+            for row, count in zip(self.ids, self.valid[:, length:].sum(dim=1).tolist(), strict=True):
+                del row[len(row) - count :]
             self.cache.crop(length - self.length)  # this transformers takes minus the count to remove
             self.valid = self.valid[:, :length]
 

@@ -11,9 +11,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from specviz import drafters
 from specviz.decoding.config import SpecConfig
 from specviz.decoding.metrics import SpecMetrics
+from specviz.drafters import label as drafter_label
 from specviz.runs import run_trace, speedup
 from specviz.traces.trace import RoundEvent, Trace
 
@@ -42,7 +42,7 @@ class LabRun:
     def label(self) -> str:
         c = self.trace.config
         temp = "greedy" if c.greedy else f"T={c.temperature:g}"
-        return f"{self.category} · {drafters.label(c.drafter)} · {temp} · {c.schedule} · {short(self.prompt, 40)}"
+        return f"{self.category} · {drafter_label(c.drafter)} · {temp} · {c.schedule} · {short(self.prompt, 40)}"
 
 
 def short(text: str, limit: int) -> str:
@@ -211,7 +211,7 @@ def by_temperature(run: LabRun) -> str:
 
 
 def by_drafter(run: LabRun) -> str:
-    return drafters.label(run.trace.config.drafter)
+    return drafter_label(run.trace.config.drafter)
 
 
 def by_schedule(run: LabRun) -> str:
@@ -228,7 +228,7 @@ def run_rows(runs: Iterable[LabRun]) -> list[dict]:
         rows.append(
             {
                 "category": run.category,
-                "drafter": drafters.label(c.drafter),
+                "drafter": drafter_label(c.drafter),
                 "temperature": c.temperature,
                 "acceptance rate": round(s.acceptance_rate, 3),
                 "tokens / s": round(s.tokens_per_second, 2),
@@ -253,7 +253,7 @@ def drafter_comparison(runs: Iterable[LabRun]) -> list[dict]:
     for run in runs:
         c, s = run.trace.config, run.trace.summary
         drafters = table.setdefault((run.category, run.prompt, c.temperature, c.schedule), {})
-        drafters[drafters.label(c.drafter)] = {
+        drafters[drafter_label(c.drafter)] = {
             "tokens / s": round(s.tokens_per_second, 2),
             "acceptance": round(s.acceptance_rate, 3),
             "mean acceptance length": mean_acceptance_length(run.trace),
