@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -87,10 +87,8 @@ class _Counts:
     draft_seconds: float = 0.0
     verify_seconds: float = 0.0
     metrics: SpecMetrics = SpecMetrics()
-
-    def __post_init__(self) -> None:
-        self.row_rounds: list[int] = []
-        self.shapes: list[tuple[int, int, int]] = []
+    row_rounds: list[int] = field(default_factory=list)
+    shapes: list[tuple[int, int, int]] = field(default_factory=list)
 
 
 def _shape(run: Run, gamma: int) -> tuple[int, int, int]:

@@ -70,9 +70,6 @@ class BatchCache:
         """Tokens each row holds."""
         return [len(row) for row in self.ids]
 
-    def counts(self) -> list[int]:
-        return self.lengths()
-
     def mask(self, extra: int) -> torch.Tensor:
         """[B, length + extra] attention mask of a rectangular feed: 0 on each row's holes and padding."""
         columns = torch.arange(self.length, self.length + extra)
