@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from helpers.browser import HOME_TITLE, TINY, served
+from helpers.browser import HOME_TITLE, TINY, commit_text, served
 
 pytestmark = pytest.mark.browser
 
@@ -33,12 +33,8 @@ def start_run(page, sizes: str, tokens: int, prompts: str = "abc") -> None:
     """Fill in the form (on the first screen) and press Run the batches."""
     from playwright.sync_api import expect
 
-    box = page.get_by_label("Batch sizes", exact=True)
-    box.fill(sizes)
-    box.press("Enter")
-    area = page.get_by_label("Prompts, one per line (cycled to fill the largest batch)")
-    area.fill(prompts)
-    area.press("Control+Enter")
+    commit_text(page, page.get_by_label("Batch sizes", exact=True), sizes, key="Enter")
+    commit_text(page, page.get_by_label("Prompts, one per line (cycled to fill the largest batch)"), prompts)
     slider = page.get_by_role("slider", name="New tokens per row")
     slider.focus()
     for _ in range(64):  # to the end of its range (ArrowRight steps one; End is not always honoured)

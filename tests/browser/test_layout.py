@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import pytest
+from helpers.browser import SETTLED_JS
 
 from scripts.browser import CHROMIUM_ARGS, chromium_path
 from specviz.lessons import experiments
@@ -207,19 +208,6 @@ IN_ANSWERS = re.compile(r"python -m|--[a-z]|assets/|\.json\b|\bissue\b")  # a co
 # The tables' cells as their accessible copy holds them (a table draws its cells on a canvas: innerText has none).
 TABLES_JS = """() => [...document.querySelectorAll('[data-testid="stDataFrame"] *')]
   .filter(el => !el.children.length).map(el => el.textContent).join(' ')"""  # cell by cell: words must not run on
-# The page has settled: the script is not running and nothing on the page changed for 300 ms (at most 10 s: a race's
-# replay keeps drawing).
-SETTLED_JS = """() => new Promise(resolve => {
-  const app = document.querySelector('.stApp');
-  let quiet, last = Date.now() + 10000;
-  const done = () => {
-    if (app.dataset.testScriptState === 'running' && Date.now() < last) { quiet = setTimeout(done, 100); return; }
-    observer.disconnect(); resolve(true); };
-  const observer = new MutationObserver(() => { clearTimeout(quiet); quiet = setTimeout(done, 300);
-      if (Date.now() > last) { observer.disconnect(); resolve(false); } });
-  observer.observe(document.body, {subtree: true, childList: true, attributes: true, characterData: true});
-  quiet = setTimeout(done, 300);
-})"""
 # Where a button's bottom edge is on the page (not in the window: the page may be scrolled), or null when there is none.
 BUTTON_BOTTOM_JS = """label => {
   const button = [...document.querySelectorAll('[data-testid="stMain"] button')]

@@ -18,6 +18,20 @@ TINY = {"SPECVIZ_PAIR": "tiny", "OMP_NUM_THREADS": "1"}  # the app on the tiny r
 HOME_TITLE = "A small model writes ahead, a big model checks"
 PROSE = "Describe a quiet morning in a small coastal town in three sentences."
 
+# The page has settled: its web fonts have loaded (text measured in a fallback font is wider), the script is not
+# running and nothing on the page changed for 300 ms (at most 10 s: a race's replay keeps drawing).
+SETTLED_JS = """() => document.fonts.ready.then(() => new Promise(resolve => {
+  const app = document.querySelector('.stApp');
+  let quiet, last = Date.now() + 10000;
+  const done = () => {
+    if (app.dataset.testScriptState === 'running' && Date.now() < last) { quiet = setTimeout(done, 100); return; }
+    observer.disconnect(); resolve(true); };
+  const observer = new MutationObserver(() => { clearTimeout(quiet); quiet = setTimeout(done, 300);
+      if (Date.now() > last) { observer.disconnect(); resolve(false); } });
+  observer.observe(document.body, {subtree: true, childList: true, attributes: true, characterData: true});
+  quiet = setTimeout(done, 300);
+}))"""
+
 
 @contextmanager
 def home_page(url: str) -> Iterator:
@@ -73,6 +87,22 @@ def set_max_new_tokens(page, count: int) -> None:
     tokens.press("Enter")
 
 
+def commit_text(page, box, text: str, key: str = "Control+Enter") -> None:
+    """Type text into a box and commit it (a text area: Control+Enter; an input: Enter), once the page has settled,
+    then wait until the rerun the commit starts has settled too. Typed into while a rerun draws, a box can be
+    replaced by its redrawn copy and the text lost: the run would then use the default prompt (seen under load)."""
+    from playwright.sync_api import expect
+
+    for _ in range(3):
+        page.evaluate(SETTLED_JS)
+        box.fill(text)
+        box.press(key)
+        page.evaluate(SETTLED_JS)
+        if box.input_value() == text:
+            break
+    expect(box).to_have_value(text)
+
+
 def drive(url: str, shot: Path, max_new_tokens: int, run_timeout_s: float) -> dict:
     """Type a prompt, run it, step through the rounds; returns what was seen on the page."""
     from playwright.sync_api import expect
@@ -80,10 +110,7 @@ def drive(url: str, shot: Path, max_new_tokens: int, run_timeout_s: float) -> di
     seen = {"accepted": False, "rejected": False, "speedup": None}
     with home_page(url) as page:
         set_max_new_tokens(page, max_new_tokens)
-        prompt = page.get_by_label("Prompt", exact=True)
-        prompt.fill(PROSE)
-        prompt.press("Control+Enter")  # commits the text area
-        page.wait_for_timeout(500)
+        commit_text(page, page.get_by_label("Prompt", exact=True), PROSE)
         page.get_by_role("button", name="Run", exact=True).click()
         expect(page.get_by_role("heading", name="Showing your run")).to_be_visible(timeout=run_timeout_s * 1000)
         speedup = page.locator('[data-testid="stMetric"]').filter(has_text="Speed-up")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers.browser import HOME_TITLE, TINY, served, set_max_new_tokens
+from helpers.browser import HOME_TITLE, TINY, commit_text, served, set_max_new_tokens
 
 pytestmark = pytest.mark.browser
 
@@ -34,10 +34,7 @@ def run_prompt(page, prompt: str, drafter: str | None, download_to) -> dict:
                 continue
         expect(option).to_be_checked()
         page.wait_for_timeout(500)
-    box = page.get_by_label("Prompt", exact=True)
-    box.fill(prompt)
-    box.press("Control+Enter")
-    page.wait_for_timeout(500)
+    commit_text(page, page.get_by_label("Prompt", exact=True), prompt)
     page.get_by_role("button", name="Run", exact=True).click()
     expect(page.get_by_role("heading", name="Showing your run")).to_be_visible(timeout=120_000)
     with page.expect_download() as download:
