@@ -64,14 +64,14 @@ def noisy_copy(model: Qwen2ForCausalLM, noise: float, seed: int) -> Qwen2ForCaus
     return copy
 
 
-def tiny_pair(alphabet: str = PRINTABLE, seed: int = 0, noise: float = 0.05) -> ModelPair:
+def tiny_pair(alphabet: str = PRINTABLE, seed: int = 0, noise: float = 0.05, layers: int = 2) -> ModelPair:
     """A target and a noisy-copy draft over a character vocabulary: <unk> + alphabet.
 
     A short alphabet ("abcde") gives a vocabulary small enough to enumerate exact distributions.
     """
     tokenizer = char_tokenizer(alphabet)
     size = len(tokenizer)
-    target = tiny_model(size, seed)
+    target = tiny_model(size, seed, layers=layers)
     draft = noisy_copy(target, noise, seed + 1)
     make_row_invariant(target)  # as load_pair's target
     names = {

@@ -10,7 +10,7 @@ that throws an accepted draft away for a fresh draw from p are both caught.
 
 import pytest
 import torch
-from helpers.lossless import chi_square_rejects
+from helpers.lossless import chi_square_pair, chi_square_rejects
 from helpers.unequal_widths import unequal_pair
 
 import specviz.decoding.batch as batch
@@ -126,7 +126,7 @@ SAMPLING = SpecConfig(gamma=3, temperature=1.0, max_new_tokens=3)
 
 @pytest.fixture(scope="module")
 def far_pair():
-    return tiny_pair("abcde", seed=1, noise=0.6)  # vocabulary of 6; a draft far from the target
+    return chi_square_pair()  # vocabulary of 6; a draft far from the target
 
 
 @torch.inference_mode()

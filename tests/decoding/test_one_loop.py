@@ -7,7 +7,7 @@ model's own check is tests/decoding/test_batch.py's."""
 import pytest
 import torch
 from helpers.heads import random_head, random_heads
-from helpers.lossless import chi_square_rejects
+from helpers.lossless import chi_square_pair, chi_square_rejects
 
 import specviz.decoding.acceptance as acceptance
 from specviz import drafters, runs
@@ -116,7 +116,7 @@ NGRAM = SpecConfig(gamma=3, temperature=1.0, max_new_tokens=3, drafter=drafters.
 
 @pytest.fixture(scope="module")
 def far_pair():
-    return tiny_pair("abcde", seed=1, noise=0.6)  # vocabulary of 6
+    return chi_square_pair()  # vocabulary of 6
 
 
 @torch.inference_mode()

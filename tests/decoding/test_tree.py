@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 from helpers.heads import random_head, random_heads
-from helpers.lossless import RUNS, chi_square_rejects, detected, empirical_joint, exact_joint, outcomes
+from helpers.lossless import RUNS, chi_square_pair, chi_square_rejects, detected, empirical_joint, exact_joint, outcomes
 
 import specviz.decoding.tree as tree_module
 from specviz.decoding.config import GAMMA_LIMIT, MAX_TREE_NODES, SpecConfig
@@ -49,12 +49,12 @@ def eagle_pair():
 
 @pytest.fixture(scope="module")
 def small_medusa():  # a vocabulary of 6, id 2 outside the heads' (q = 0 there)
-    yield from _with_heads(tiny_pair("abcde", seed=1, noise=0.6), lambda p: random_heads(p, 3, keep=[0, 1, 3, 4, 5]))
+    yield from _with_heads(chi_square_pair(), lambda p: random_heads(p, 3, keep=[0, 1, 3, 4, 5]))
 
 
 @pytest.fixture(scope="module")
 def small_eagle():
-    yield from _with_heads(tiny_pair("abcde", seed=1, noise=0.6), lambda p: random_head(p, keep=[0, 1, 2, 4, 5]))
+    yield from _with_heads(chi_square_pair(), lambda p: random_head(p, keep=[0, 1, 2, 4, 5]))
 
 
 @pytest.mark.parametrize("attention", ["sdpa", "eager"])

@@ -4,7 +4,7 @@ on the target's true features, training on a tiny target, and its file."""
 import pytest
 import torch
 from helpers.heads import random_head
-from helpers.lossless import RUNS, chi_square_rejects, detected, empirical_joint, exact_joint, outcomes
+from helpers.lossless import RUNS, chi_square_pair, chi_square_rejects, detected, empirical_joint, exact_joint, outcomes
 
 import specviz.drafters.eagle as eagle
 from specviz.decoding.config import SpecConfig
@@ -29,7 +29,7 @@ def printable_pair():
 
 @pytest.fixture(scope="module")
 def small_pair():
-    pair = tiny_pair("abcde", seed=1, noise=0.6)
+    pair = chi_square_pair()
     use_heads(pair.target, random_head(pair, keep=[0, 1, 2, 4, 5]))
     yield pair
     forget_heads(pair.target)

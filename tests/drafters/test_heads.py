@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 from helpers.heads import random_heads
-from helpers.lossless import RUNS, chi_square_rejects, detected, empirical_joint, exact_joint, outcomes
+from helpers.lossless import RUNS, chi_square_pair, chi_square_rejects, detected, empirical_joint, exact_joint, outcomes
 from safetensors.torch import load_file, save_file
 
 import specviz.drafters.medusa as medusa
@@ -43,7 +43,7 @@ def printable_pair():
 
 @pytest.fixture(scope="module")
 def small_pair():
-    pair = tiny_pair("abcde", seed=1, noise=0.6)
+    pair = chi_square_pair()
     use_heads(pair.target, random_heads(pair, count=3, keep=[0, 1, 3, 4, 5]))  # id 2 is outside: q = 0 there
     yield pair
     forget_heads(pair.target)

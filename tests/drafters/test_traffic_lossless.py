@@ -7,12 +7,11 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
-from helpers.lossless import PROMPT, RUNS, chi_square_rejects, detected, exact_joint, first_two_tokens
+from helpers.lossless import PROMPT, RUNS, chi_square_pair, chi_square_rejects, detected, exact_joint, first_two_tokens
 
 import specviz.drafters.traffic as traffic
 from specviz.decoding.config import SpecConfig
 from specviz.drafters.suffix import TrafficStore
-from specviz.models.tiny import tiny_pair
 from specviz.runs import speculative_generate
 
 STORED = PROMPT + [4, 0]  # the whole prompt matches: the store proposes 4, 0 (fewer than gamma: room for the model)
@@ -20,7 +19,7 @@ STORED = PROMPT + [4, 0]  # the whole prompt matches: the store proposes 4, 0 (f
 
 @pytest.fixture(scope="module")
 def pair():
-    return tiny_pair("abcde", seed=1, noise=0.6)  # vocabulary of 6; a draft far from the target
+    return chi_square_pair()  # vocabulary of 6; a draft far from the target
 
 
 def store() -> TrafficStore:

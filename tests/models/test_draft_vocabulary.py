@@ -6,11 +6,10 @@ import hashlib
 
 import pytest
 import torch
-from helpers.lossless import RUNS, chi_square_rejects, empirical_joint, exact_joint
+from helpers.lossless import RUNS, chi_square_pair, chi_square_rejects, empirical_joint, exact_joint
 
 from specviz.decoding.config import SpecConfig
 from specviz.models.fastpath import quantize_linear
-from specviz.models.tiny import tiny_pair
 from specviz.models.vocabulary import FrequentHead, frequent_ids, kept_rows, load_ranking, restrict_draft_vocabulary
 
 
@@ -31,7 +30,7 @@ def test_kept_logits_are_the_full_heads_and_the_rest_are_minus_infinity(form):
 
 
 def restricted_pair(ids):
-    pair = tiny_pair("abcde", seed=1, noise=0.6)
+    pair = chi_square_pair()
     pair.draft = copy.deepcopy(pair.draft)
     restrict_draft_vocabulary(pair.draft, ids)
     return pair
