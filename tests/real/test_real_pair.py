@@ -53,15 +53,19 @@ PROMPTS = [
 
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_greedy_is_exactly_the_target(builtin_pair, prompt):
+    """Speculative greedy text is the target's own (transformers' generate) on every prompt; the engine's plain
+    decoding, the baseline the pages time, is checked against it on the first prompt (tests/real/test_traffic_real.py
+    checks every drafter against that baseline on two more)."""
     pair = builtin_pair
     ids = pair.encode_prompt(prompt, chat=not prompt.startswith("def "))
     config = SpecConfig(gamma=5, max_new_tokens=32)
     rounds, spec = run_to_end(speculative_generate(pair, ids, config))
-    _, base = run_to_end(autoregressive_generate(pair, ids, config))
     with torch.inference_mode():
         reference = pair.target.generate(torch.tensor([ids]), max_new_tokens=32, do_sample=False)[0, len(ids) :]
-    assert spec.token_ids == base.token_ids
     assert list(spec.token_ids) == reference.tolist()
+    if prompt == PROMPTS[0]:
+        _, base = run_to_end(autoregressive_generate(pair, ids, config))
+        assert base.token_ids == spec.token_ids
     assert spec.accepted > 0  # the draft really helped: accepted tokens exist
     assert len(rounds) < spec.new_tokens
     assert spec.text.strip()  # and the text is real text
