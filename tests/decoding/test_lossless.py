@@ -2,7 +2,8 @@
 
 The exact joint distribution of the first two generated tokens is enumerated from the target over a
 6-token vocabulary and compared with many seeded speculative runs by a chi-square test. The same
-test, with the residual resample replaced by a draw from q (a classic mistake), must fail.
+test, with the residual resample replaced by a draw from q (a classic mistake), must fail, and so must each
+feature's broken variant, on the pair its positive test samples (one layer; the lookahead's on two).
 """
 
 import pytest
@@ -13,6 +14,7 @@ from helpers.unequal_widths import unequal_pair
 
 import specviz.decoding.acceptance as acceptance
 import specviz.decoding.engine as engine
+import specviz.decoding.tree as tree_walk
 import specviz.drafters.model as drafters
 from specviz.decoding.config import SpecConfig
 from specviz.decoding.sampling import build_warpers, speculative_samples
@@ -149,6 +151,13 @@ def test_ngram_keeping_the_rejected_lookup_token_is_detected(pair, monkeypatch):
     """The n-gram's q is a point mass on d, so after a rejection the residual is p without d. The bug: draw from p,
     where d can come back. Only the n-gram path meets this residual in this configuration (no draft model)."""
     _rejects_with(pair, CONFIGS["n-gram drafter"], monkeypatch, acceptance, "residual", lambda p, q: p)
+
+
+@pytest.mark.parametrize("name", ["3 alternatives, gamma 1", "2 alternatives, gamma 2, top-k 4"])
+def test_alternatives_checked_against_p_instead_of_the_residual_are_detected(pair, monkeypatch, name):
+    """The alternatives' positives on this pair, with the walk's one bug: a refused candidate leaves p as it was (the
+    next one is checked against p, not the residual). tests/decoding/test_alternatives.py catches it on raw p and q."""
+    _rejects_with(pair, CONFIGS[name], monkeypatch, tree_walk, "residual", lambda left, q: left)
 
 
 def test_lookahead_recording_a_stale_q_row_is_detected(deep_pair, monkeypatch):
