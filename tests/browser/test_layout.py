@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import pytest
-from helpers.browser import SETTLED_JS
+from helpers.browser import SETTLED_JS, lasting
 
 from scripts.browser import CHROMIUM_ARGS, chromium_path
 from specviz.lessons import experiments
@@ -248,15 +248,14 @@ def problems_after(page, where: str) -> list[str]:
 
 def cut_columns(page, cited: tuple[str, ...], where: str) -> list[str]:
     """The cited columns that no table on the page shows whole without scrolling it sideways, and still does not 2 s
-    later: a table redraws its canvas after a resize with no change to the page that SETTLED_JS could wait for, and a
-    canvas not yet drawn shows no column (seen once in a clean-clone CI: every cited column of lab_ngram's table)."""
-    for _ in range(5):
+    later (a canvas not yet redrawn after the resize shows no column: seen once in a clean-clone CI, every cited
+    column of lab_ngram's table)."""
+
+    def missing() -> list[str]:
         whole = {header for table in page.evaluate(COLUMNS_JS) for header in table["headers"][: table["whole"]]}
-        missing = [name for name in cited if name not in whole]
-        if not missing:
-            return []
-        page.wait_for_timeout(500)
-    return [f"{where}: the table's column {name!r} is cut off or out of view" for name in missing]
+        return [name for name in cited if name not in whole]
+
+    return [f"{where}: the table's column {name!r} is cut off or out of view" for name in lasting(page, missing, 2)]
 
 
 def at_both_sizes(page, where: str, run_button: str | None = None, cited: tuple[str, ...] = ()) -> list[str]:

@@ -5,7 +5,7 @@ is wider than its column. A browser review found numbers cut to "3…" and half 
 from __future__ import annotations
 
 import pytest
-from helpers.browser import SETTLED_JS
+from helpers.browser import SETTLED_JS, lasting
 
 from scripts.browser import CHROMIUM_ARGS, chromium_path
 
@@ -35,15 +35,11 @@ CLIPPED = """() => {
 
 
 def lasting_clips(page) -> dict:
-    """What CLIPPED finds once the page has settled and still finds 4 s later: the recorded result's metrics, charts
-    and formulas draw after the title, and text measured before the page's fonts (KaTeX's load late) is wider."""
+    """What CLIPPED finds once the page has settled and still finds 4 s later (empty: nothing cut): the recorded
+    result's metrics, charts and formulas draw after the title, and text measured before the page's fonts (KaTeX's
+    load late) is wider."""
     page.evaluate(SETTLED_JS)
-    for _ in range(16):
-        found = page.evaluate(CLIPPED)
-        if not found["cut"] and not found["formulas"]:
-            break
-        page.wait_for_timeout(250)
-    return found
+    return lasting(page, lambda: {part: found for part, found in page.evaluate(CLIPPED).items() if found}, 4)
 
 
 def test_every_page_fits_a_window_1024_px_wide(tiny_app, tmp_path):
@@ -61,6 +57,6 @@ def test_every_page_fits_a_window_1024_px_wide(tiny_app, tmp_path):
             page.screenshot(path=str(tmp_path / "batching_1024.png"))
         finally:
             browser.close()
-    clipped = {name: found for name, found in seen.items() if found["cut"] or found["formulas"]}
+    clipped = {name: found for name, found in seen.items() if found}
     assert not clipped, clipped
     assert len(seen) == len(PAGES)

@@ -19,7 +19,6 @@ import specviz.drafters.model as drafters
 from specviz.decoding.config import SpecConfig
 from specviz.decoding.sampling import build_warpers, speculative_samples
 from specviz.lessons.lossless import lossless_experiment, next_token_distributions
-from specviz.models.tiny import tiny_pair
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +30,7 @@ def pair():
 def deep_pair():
     """chi_square_pair with two layers: the lookahead's stale-q control is caught on it and not on one layer (its
     chi-square stayed at 19.8 <= 62.6 after 2,000 runs), so the lookahead's positive test runs on it too."""
-    return tiny_pair("abcde", seed=1, noise=0.6)
+    return chi_square_pair(layers=2)
 
 
 ON_TWO_LAYERS = {"model drafter with lookahead"}  # the configurations whose control needs deep_pair

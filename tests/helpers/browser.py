@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -17,6 +17,7 @@ from scripts.browser import CHROMIUM_ARGS, AppStartError, chromium_path, free_po
 TINY = {"SPECVIZ_PAIR": "tiny", "OMP_NUM_THREADS": "1"}  # the app on the tiny random pair, one thread
 HOME_TITLE = "A small model writes ahead, a big model checks"
 PROSE = "Describe a quiet morning in a small coastal town in three sentences."
+T = TypeVar("T")
 
 # The page has settled: its web fonts have loaded (text measured in a fallback font is wider), the script is not
 # running and nothing on the page changed for 300 ms (at most 10 s: a race's replay keeps drawing).
@@ -85,6 +86,18 @@ def set_max_new_tokens(page, count: int) -> None:
     expect(tokens).to_have_count(1, timeout=30_000)
     tokens.fill(str(count))
     tokens.press("Enter")
+
+
+def lasting(page, look: Callable[[], T], seconds: float) -> T:
+    """What look() finds and still finds `seconds` later, looking again every 250 ms; an empty finding ends it. A
+    settled page can still be drawing what SETTLED_JS cannot see: a table's canvas after a resize, text measured
+    before its fonts loaded."""
+    for _ in range(round(seconds / 0.25)):
+        found = look()
+        if not found:
+            return found
+        page.wait_for_timeout(250)
+    return look()
 
 
 def commit_text(page, box, text: str, key: str = "Control+Enter") -> None:

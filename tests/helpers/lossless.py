@@ -18,12 +18,12 @@ RUNS = 2000
 LOOK = 250  # a negative control tests after every LOOK runs and stops at its first rejection (detected)
 
 
-def chi_square_pair():
+def chi_square_pair(layers: int = 1):
     """The pair the chi-squares sample: a vocabulary of 6, a draft far from the target (noise 0.6), one layer. The
     chi-squares test the rule (what is drawn, kept and resampled), which the depth does not change; one layer makes a
     run about 40% cheaper (transformers' per-layer overhead is most of a tiny forward). The greedy tests and the
-    caches' tests run the two-layer tiny_pair."""
-    return tiny_pair("abcde", seed=1, noise=0.6, layers=1)
+    caches' tests run the two-layer tiny_pair, and so does a control not caught on one layer (with its positive)."""
+    return tiny_pair("abcde", seed=1, noise=0.6, layers=layers)
 
 
 @torch.inference_mode()
